@@ -1,0 +1,55 @@
+"""Environment variables read by spec_hal, in one place.
+
+They are read when they take effect (detection, resolution, debug checks), never cached at import,
+so a test or an engine can set them before first use.
+"""
+
+from __future__ import annotations
+
+import os
+
+ENV_DEVICE = "SPEC_HAL_DEVICE"  # force the device: cuda, hip, musa, npu, xpu, cpu, or a plugin's name
+ENV_OPS = "SPEC_HAL_OPS"  # per-op provider override: "op=provider,op2=provider"
+ENV_STRICT = "SPEC_HAL_STRICT"  # 1: a fallback from the intended provider is an error
+ENV_DEBUG = "SPEC_HAL_DEBUG"  # 1: value checks also on accelerator tensors (host sync)
+ENV_PLUGINS = "SPEC_HAL_PLUGINS"  # 0: do not load out-of-tree vendor plugins
+
+_TRUE = {"1", "true", "yes", "on"}
+
+
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in _TRUE
+
+
+def strict() -> bool:
+    return _flag(ENV_STRICT)
+
+
+def debug() -> bool:
+    return _flag(ENV_DEBUG)
+
+
+def plugins_enabled() -> bool:
+    return os.environ.get(ENV_PLUGINS, "1").strip().lower() not in {"0", "false", "no", "off"}
+
+
+def device_override() -> str | None:
+    value = os.environ.get(ENV_DEVICE, "").strip().lower()
+    return value or None
+
+
+def op_overrides() -> dict[str, str]:
+    """Parse ``SPEC_HAL_OPS``; a malformed entry is a ValueError naming it."""
+    raw = os.environ.get(ENV_OPS, "").strip()
+    overrides: dict[str, str] = {}
+    if not raw:
+        return overrides
+    for entry in raw.split(","):
+        entry = entry.strip()
+        if not entry:
+            continue
+        op, sep, provider = entry.partition("=")
+        if not sep or not op.strip() or not provider.strip():
+            raise ValueError(f"{ENV_OPS}: entry {entry!r} is not of the form op=provider")
+        overrides[op.strip()] = provider.strip()
+    return overrides

@@ -1,0 +1,1 @@
+"""Case generators per op family (see spec_hal.conformance.case)."""

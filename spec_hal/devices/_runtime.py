@@ -1,0 +1,76 @@
+"""Runtimes shared by vendor packages: the host runtime and one over a torch device module.
+
+Every accelerator vendor exposes the same runtime calls through its torch device module
+(``torch.cuda``, ``torch.xpu``, ``torch.npu``, ``torch.musa``), so one class serves them all,
+parameterised by device type; a vendor whose module appears only after importing its extension
+names that extension (``torch_npu``, ``torch_musa``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+from typing import Any
+
+import torch
+
+
+class HostRuntime:
+    """CPU (and meta) tensors: no streams, nothing to wait for, no guard."""
+
+    def synchronize(self, device: torch.device) -> None:
+        return None
+
+    def current_stream(self, device: torch.device) -> Any:
+        return None
+
+    def record_stream(self, tensor: torch.Tensor, stream: Any) -> None:
+        return None
+
+    def device_guard(self, device: torch.device) -> Any:
+        return contextlib.nullcontext()
+
+    def current_index(self) -> int:
+        return 0
+
+    def is_capturing(self, device: torch.device) -> bool:
+        return False
+
+
+class TorchDeviceRuntime:
+    """Runtime calls through ``torch.get_device_module(device_type)``, imported on first use."""
+
+    def __init__(self, device_type: str, extension: str | None = None) -> None:
+        self.device_type = device_type
+        self.extension = extension
+        self._module: Any = None
+
+    @property
+    def module(self) -> Any:
+        if self._module is None:
+            if self.extension is not None:
+                importlib.import_module(self.extension)
+            self._module = torch.get_device_module(self.device_type)
+        return self._module
+
+    def synchronize(self, device: torch.device) -> None:
+        self.module.synchronize(device)
+
+    def current_stream(self, device: torch.device) -> Any:
+        return self.module.current_stream(device)
+
+    def record_stream(self, tensor: torch.Tensor, stream: Any) -> None:
+        tensor.record_stream(stream)
+
+    def device_guard(self, device: torch.device) -> Any:
+        return self.module.device(device)
+
+    def current_index(self) -> int:
+        return int(self.module.current_device())
+
+    def is_capturing(self, device: torch.device) -> bool:
+        capturing = getattr(self.module, "is_current_stream_capturing", None)
+        return bool(capturing()) if capturing is not None else False
+
+
+HOST_RUNTIME = HostRuntime()

@@ -1,0 +1,1 @@
+"""CPU providers of this op family: placeholder until the family lands."""

@@ -1,0 +1,1 @@
+"""CUDA bindings: the shared Triton family with Hopper/Ampere launch configurations (when present)."""

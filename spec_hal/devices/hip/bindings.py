@@ -1,0 +1,1 @@
+"""HIP bindings: the shared Triton family with CDNA launch configurations (when present)."""

@@ -1,0 +1,28 @@
+"""Moore Threads MUSA through torch_musa (or the torchada compatibility layer); before CUDA."""
+
+from ...detect import Check, HostFacts, ProbeResult, visible_from_env
+from ...registry import PORTABLE, Capabilities, DeviceDescriptor, Intent
+
+
+def probe(facts: HostFacts) -> ProbeResult:
+    found = [name for name in ("torch_musa", "torchada") if facts.find_module(name)]
+    installed = Check(bool(found), f"{' and '.join(found)} importable" if found else "neither torch_musa nor torchada is installed")
+    nodes = sorted(facts.glob("/dev/mtgpu*")) or sorted(facts.glob("/dev/musa*"))
+    present = Check(bool(nodes), f"device nodes {', '.join(nodes)}" if nodes else "no /dev/mtgpu* or /dev/musa* device node")
+    visible = visible_from_env(facts, ["MUSA_VISIBLE_DEVICES"], "GPU")
+    return ProbeResult("musa", installed, present, visible)
+
+
+DESCRIPTOR = DeviceDescriptor(
+    name="musa",
+    device_type="musa",
+    priority=90,
+    probe=probe,
+    dist_backend="mccl",
+    capabilities=Capabilities(graph_capture=True, triton=True, record_stream=True, needs_device_guard=True),
+    runtime="spec_hal.devices.musa.runtime:RUNTIME",
+    bindings="spec_hal.devices.musa.bindings",
+    intents={"fast_topk": Intent(PORTABLE, "torch.topk / torch.max are already one launch")},
+    default_intent=Intent(PORTABLE, "the shared Triton family does not cover this op yet"),
+    priority_reason="before cuda: torch_musa/torchada make torch.cuda.* calls work on MUSA GPUs",
+)

@@ -1,0 +1,1 @@
+"""MUSA bindings: the Triton family where MUSA's Triton supports it (when present)."""

@@ -1,0 +1,1 @@
+"""NPU bindings: torch_npu kernels where they exist (when present)."""

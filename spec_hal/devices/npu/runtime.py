@@ -1,0 +1,3 @@
+from .._runtime import TorchDeviceRuntime
+
+RUNTIME = TorchDeviceRuntime("npu", extension="torch_npu")

@@ -1,0 +1,48 @@
+"""Intel XPU through native ``torch.xpu``; intel-extension-for-pytorch is optional (it pins one torch)."""
+
+import torch
+
+from ...detect import Check, HostFacts, ProbeResult, visible_from_env
+from ...registry import PORTABLE, Capabilities, DeviceDescriptor, Intent
+
+
+def _xpu_available() -> bool:
+    # torch.xpu.is_available() counts devices through SYCL; it does not run torch's lazy XPU init.
+    return bool(torch.xpu.is_available())
+
+
+def probe(facts: HostFacts) -> ProbeResult:
+    xpu = facts.torch_version("xpu")
+    ipex = facts.find_module("intel_extension_for_pytorch")
+    if xpu is not None:
+        installed = Check(True, f"torch built with XPU support ({xpu})")
+    elif ipex:
+        installed = Check(True, "intel_extension_for_pytorch importable")
+    else:
+        installed = Check(False, "torch has no XPU build (torch.version.xpu is None) and no IPEX")
+    if not installed.ok:
+        present = Check(False, "not probed: no XPU software")
+    elif _xpu_available():
+        present = Check(True, "torch.xpu.is_available() is True")
+    else:
+        present = Check(False, "torch.xpu.is_available() is False")
+    visible = visible_from_env(facts, ["ZE_AFFINITY_MASK", "ONEAPI_DEVICE_SELECTOR"], "XPU")
+    return ProbeResult("xpu", installed, present, visible)
+
+
+DESCRIPTOR = DeviceDescriptor(
+    name="xpu",
+    device_type="xpu",
+    priority=60,
+    probe=probe,
+    dist_backend="xccl",
+    capabilities=Capabilities(
+        graph_capture=hasattr(torch.xpu, "XPUGraph"), triton=True, record_stream=True, needs_device_guard=True
+    ),
+    runtime="spec_hal.devices.xpu.runtime:RUNTIME",
+    bindings="spec_hal.devices.xpu.bindings",
+    intents={"fast_topk": Intent(PORTABLE, "torch.topk / torch.max are already one launch")},
+    default_intent=Intent(PORTABLE, "the shared Triton family does not cover this op yet"),
+    priority_reason="own device type 'xpu'; no overlap with the CUDA family",
+    notes=("graph capture only where the running torch has torch.xpu.XPUGraph",),
+)

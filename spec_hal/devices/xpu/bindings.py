@@ -1,0 +1,1 @@
+"""XPU bindings: the shared Triton family with Xe launch configurations (when present)."""

@@ -1,0 +1,3 @@
+"""Placeholder: filled by its op family."""
+
+__all__: list[str] = []

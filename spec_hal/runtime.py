@@ -1,0 +1,79 @@
+"""Device-neutral runtime helpers: the only way code outside ``spec_hal/devices/`` touches streams,
+synchronisation, device guards and graph-capture state.
+
+Each helper maps the tensor's device type to the active vendor (:func:`spec_hal.registry.vendor_for`)
+and calls that vendor's runtime. CPU and meta tensors have no streams: they always use the host
+runtime, also while a test emulates a vendor on the CPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+
+from . import registry
+
+_HOST_TYPES = frozenset({"cpu", "meta"})
+
+
+def _runtime(device: torch.device) -> registry.Runtime:
+    if device.type in _HOST_TYPES:
+        from .devices._runtime import HOST_RUNTIME
+
+        return HOST_RUNTIME
+    return registry.runtime_of(registry.vendor_for(device.type))
+
+
+def _as_device(device: torch.device | str | None) -> torch.device:
+    if device is None:
+        return torch.device(registry.current_device().device_type)
+    return torch.device(device)
+
+
+def synchronize(device: torch.device | str | None = None) -> None:
+    """Wait for all work queued on ``device`` (default: the current spec_hal device)."""
+    dev = _as_device(device)
+    _runtime(dev).synchronize(dev)
+
+
+def current_stream(device: torch.device | str | None = None) -> Any:
+    """The current stream of ``device`` (None on the CPU)."""
+    dev = _as_device(device)
+    return _runtime(dev).current_stream(dev)
+
+
+def device_guard(device: torch.device | str) -> Any:
+    """A context manager making ``device`` current for launches (a no-op on the CPU)."""
+    dev = torch.device(device)
+    return _runtime(dev).device_guard(dev)
+
+
+def is_capturing(device: torch.device | str) -> bool:
+    """Whether the current stream of ``device`` is capturing a graph."""
+    dev = torch.device(device)
+    if dev.type in _HOST_TYPES:
+        return False
+    return _runtime(dev).is_capturing(dev)
+
+
+def supports_graph_capture(device: torch.device | str | None = None) -> bool:
+    dev = _as_device(device)
+    if dev.type in _HOST_TYPES:
+        return False
+    return registry.vendor_for(dev.type).capabilities.graph_capture
+
+
+def record_stream_each(tensors: Iterable[torch.Tensor | None], stream: Any) -> None:
+    """Call ``record_stream(stream)`` on each device tensor whose vendor's allocator supports it.
+
+    None entries and host (CPU, meta) tensors are skipped, as sglang's CUDA-only helper skips
+    non-CUDA tensors; NPU and XPU allocators support it too, so this is generalised by vendor.
+    """
+    for tensor in tensors:
+        if tensor is None or tensor.device.type in _HOST_TYPES:
+            continue
+        vendor = registry.vendor_for(tensor.device.type)
+        if vendor.capabilities.record_stream:
+            registry.runtime_of(vendor).record_stream(tensor, stream)

@@ -1,0 +1,158 @@
+"""Argument checks shared by every op contract.
+
+Shape, dtype, device and rank checks always run (they read metadata only). Value checks (ranges,
+negative lengths, narrowing) need the data: they always run on CPU tensors and on accelerators only
+with ``SPEC_HAL_DEBUG=1``, since reading device data is a host sync. Never while ``torch.compile``
+traces (a data-dependent check would break the graph).
+
+Errors follow the op contracts: a wrong dtype is a ``TypeError``, anything else a ``ValueError``;
+both name the argument and what was expected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from . import config
+from .opdef import _is_compiling
+
+INDEX_DTYPES = (torch.int32, torch.int64)
+FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+_INT32_MAX = 2**31 - 1
+
+
+def _dtype_names(dtypes: Sequence[torch.dtype]) -> str:
+    return " or ".join(str(d).replace("torch.", "") for d in dtypes)
+
+
+def check_tensor(
+    name: str,
+    value: object,
+    *,
+    dtype: torch.dtype | Sequence[torch.dtype] | None = None,
+    ndim: int | None = None,
+    shape: Sequence[int | None] | None = None,
+) -> torch.Tensor:
+    """Check that ``value`` is a tensor of the given dtype(s), rank and shape (None = any size)."""
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"{name}: expected a torch.Tensor, got {type(value).__name__}")
+    if dtype is not None:
+        allowed = (dtype,) if isinstance(dtype, torch.dtype) else tuple(dtype)
+        if value.dtype not in allowed:
+            raise TypeError(f"{name}: expected dtype {_dtype_names(allowed)}, got {str(value.dtype).replace('torch.', '')}")
+    if shape is not None:
+        ndim = len(shape)
+    if ndim is not None and value.dim() != ndim:
+        raise ValueError(f"{name}: expected a {ndim}-D tensor, got shape {tuple(value.shape)}")
+    if shape is not None:
+        for axis, (want, got) in enumerate(zip(shape, value.shape, strict=True)):
+            if want is not None and want != got:
+                expected = tuple("*" if s is None else s for s in shape)
+                raise ValueError(f"{name}: expected shape {expected}, got {tuple(value.shape)} (dim {axis})")
+    return value
+
+
+def check_index(name: str, value: object, *, ndim: int | None = 1, shape: Sequence[int | None] | None = None) -> torch.Tensor:
+    """An index tensor: int32 or int64."""
+    return check_tensor(name, value, dtype=INDEX_DTYPES, ndim=ndim, shape=shape)
+
+
+def check_min_numel(name: str, value: torch.Tensor, needed: int) -> None:
+    if value.numel() < needed:
+        raise ValueError(f"{name}: needs at least {needed} elements, has {value.numel()}")
+
+
+def check_contiguous(name: str, value: torch.Tensor) -> None:
+    if not value.is_contiguous():
+        raise ValueError(f"{name}: expected a contiguous tensor (strides {value.stride()})")
+
+
+def common_device(**tensors: torch.Tensor | None) -> torch.device:
+    """The one device of all given tensors (None entries skipped); ValueError naming the odd one."""
+    device: torch.device | None = None
+    first = ""
+    for name, tensor in tensors.items():
+        if tensor is None:
+            continue
+        if device is None:
+            device, first = tensor.device, name
+        elif tensor.device != device:
+            raise ValueError(f"{name}: expected device {device} (the device of {first}), got {tensor.device}")
+    if device is None:
+        raise ValueError("no tensor argument to take the device from")
+    return device
+
+
+def check_positive_int(name: str, value: object, *, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{name}: expected an int >= {minimum}, got {value}")
+    return value
+
+
+def value_checks_enabled(device: torch.device) -> bool:
+    """Whether data-dependent checks run for tensors on ``device`` (see module docstring)."""
+    if device.type == "meta" or _is_compiling():
+        return False
+    return device.type == "cpu" or config.debug()
+
+
+def check_range(name: str, value: torch.Tensor, low: int, high: int, *, allow: int | None = None) -> None:
+    """Every element in [low, high) (``allow`` is an extra accepted value, e.g. the -1 sentinel).
+
+    Callers gate this with :func:`value_checks_enabled`.
+    """
+    if value.numel() == 0:
+        return
+    bad = (value < low) | (value >= high)
+    if allow is not None:
+        bad &= value != allow
+    if bool(bad.any()):
+        first = value.flatten()[bad.flatten().nonzero()[0, 0]].item()
+        extra = f" or {allow}" if allow is not None else ""
+        raise ValueError(f"{name}: values must lie in [{low}, {high}){extra}; found {first}")
+
+
+def check_non_negative(name: str, value: torch.Tensor) -> None:
+    if value.numel() and bool((value < 0).any()):
+        raise ValueError(f"{name}: expected non-negative values, found {int(value.min())}")
+
+
+def check_fits_int32(name: str, value: torch.Tensor) -> None:
+    """Values written into an int32 destination must not narrow (int64 -> int32 overflow)."""
+    if value.dtype == torch.int64 and value.numel():
+        if bool(((value > _INT32_MAX) | (value < -_INT32_MAX - 1)).any()):
+            raise ValueError(f"{name}: values do not fit the int32 destination (max {int(value.max())})")
+
+
+def check_output(
+    name: str,
+    value: object,
+    *,
+    dtype: torch.dtype,
+    device: torch.device,
+    shape: Sequence[int | None] | None = None,
+    min_numel: int | None = None,
+    ndim: int | None = None,
+) -> torch.Tensor:
+    """A caller-provided output: exact dtype (TypeError otherwise), device, shape or capacity."""
+    tensor = check_tensor(name, value, dtype=dtype, shape=shape, ndim=ndim)
+    if tensor.device != device:
+        raise ValueError(f"{name}: expected device {device}, got {tensor.device}")
+    if min_numel is not None:
+        check_min_numel(name, tensor, min_numel)
+    return tensor
+
+
+def new_output(shape: Sequence[int], dtype: torch.dtype, device: torch.device, *, fill: int | float | None = None) -> torch.Tensor:
+    """Allocate an output the caller left None (never under graph capture: pass every output there)."""
+    from .runtime import is_capturing
+
+    if is_capturing(device):
+        raise ValueError("an optional output was left None during graph capture; pass every output tensor")
+    if fill is None:
+        return torch.empty(tuple(shape), dtype=dtype, device=device)
+    return torch.full(tuple(shape), fill, dtype=dtype, device=device)
