@@ -1,3 +1,7 @@
-"""Placeholder: filled by its op family."""
+"""Family H: host utilities (spec ops.md §H)."""
 
-__all__: list[str] = []
+from __future__ import annotations
+
+from ..runtime import record_stream_each
+
+__all__ = ["record_stream_each"]

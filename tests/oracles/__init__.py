@@ -1,0 +1,1 @@
+"""Deliberately simple loop-based oracles, one module per op family (test tree only)."""
