@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from . import config
 from ._version import API_VERSION
-from .detect import Check, HostFacts, ProbeResult, safe_probe
+from .detect import HostFacts, ProbeResult, safe_probe
 from .errors import BindingError, DeviceSelectionError, FallbackError, PluginError
 
 if TYPE_CHECKING:
@@ -198,7 +198,7 @@ def register_device(descriptor: DeviceDescriptor) -> None:
         _state.detection = None
         _state.vendor_by_type.clear()
         _state.loaded_bindings.discard(descriptor.name)
-        _invalidate_locked()
+        _invalidate_locked(registry_changed=True)
 
 
 def register_impl(
@@ -224,7 +224,7 @@ def register_impl(
         impls.append(impl)
         impls.sort(key=lambda i: -i.priority)
         _state.impls[op] = impls
-        _invalidate_locked()
+        _invalidate_locked(registry_changed=True)
 
 
 def register_op(op: OpDef) -> None:
@@ -233,10 +233,11 @@ def register_op(op: OpDef) -> None:
         _state.ops[op.name] = op
 
 
-def _invalidate_locked() -> None:
+def _invalidate_locked(*, registry_changed: bool = False) -> None:
     for op in _state.ops.values():
         op.clear_bindings()
-    _state.fallbacks.clear()
+    if registry_changed:  # old fallback records may no longer be true
+        _state.fallbacks.clear()
 
 
 def invalidate() -> None:
@@ -424,7 +425,11 @@ def choose(op: str, descriptor: DeviceDescriptor, variant: Variant) -> Choice:
     candidates = implementations(op, descriptor.name)
     if not candidates:
         raise BindingError(f"op {op!r} has no implementation for device {descriptor.name!r}")
-    override = config.op_overrides().get(op)
+    overrides = config.op_overrides()
+    unknown = sorted(set(overrides) - set(_state.ops))
+    if unknown:
+        raise BindingError(f"{config.ENV_OPS} names unknown op(s) {', '.join(unknown)}; known: {', '.join(sorted(_state.ops))}")
+    override = overrides.get(op)
     if override is not None:
         return _choose_override(op, descriptor, variant, candidates, override)
     intent = descriptor.intent(op)
@@ -552,7 +557,22 @@ def _emulate_cpu_as(vendor: str) -> Iterator[DeviceDescriptor]:
             _invalidate_locked()
 
 
-def check_unusable(descriptor: DeviceDescriptor, facts: HostFacts | None = None) -> Check:
-    """Why a device is not usable here (ok=True if it is)."""
-    result = safe_probe(descriptor.name, descriptor.probe, facts or HostFacts())
-    return Check(result.usable, result.reason)
+@contextmanager
+def _isolated() -> Iterator[None]:
+    """Snapshot devices and implementations; restore them (and drop bindings) on exit."""
+    _ensure_initialized()
+    with _state.lock:
+        saved_devices = dict(_state.devices)
+        saved_impls = {op: list(impls) for op, impls in _state.impls.items()}
+        saved_loaded = set(_state.loaded_bindings)
+    try:
+        yield
+    finally:
+        with _state.lock:
+            _state.devices = saved_devices
+            _state.impls = saved_impls
+            _state.loaded_bindings = saved_loaded
+            _state.detection = None
+            _state.vendor_by_type.clear()
+            _state.emulated_cpu_vendor = None
+            _invalidate_locked(registry_changed=True)

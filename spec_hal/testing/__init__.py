@@ -18,3 +18,32 @@ def emulate(vendor: str) -> Iterator[registry.DeviceDescriptor]:
     """
     with registry._emulate_cpu_as(vendor) as descriptor:
         yield descriptor
+
+
+@contextmanager
+def isolated_registry() -> Iterator[None]:
+    """Undo every device and implementation registered inside the block (tests of vendor code)."""
+    with registry._isolated():
+        yield
+
+
+@contextmanager
+def use_provider(op: str, provider: str) -> Iterator[None]:
+    """Force ``provider`` for ``op`` inside the block (as ``SPEC_HAL_OPS`` would), then restore."""
+    import os
+
+    from .. import config
+
+    previous = os.environ.get(config.ENV_OPS)
+    overrides = config.op_overrides()
+    overrides[op] = provider
+    os.environ[config.ENV_OPS] = ",".join(f"{k}={v}" for k, v in overrides.items())
+    registry.invalidate()
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(config.ENV_OPS, None)
+        else:
+            os.environ[config.ENV_OPS] = previous
+        registry.invalidate()

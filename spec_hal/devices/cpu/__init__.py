@@ -1,7 +1,7 @@
 """The CPU package: always present; binds CPU providers per op family (``bindings``)."""
 
 from ...detect import Check, HostFacts, ProbeResult
-from ...registry import Capabilities, DeviceDescriptor
+from ...registry import PORTABLE, Capabilities, DeviceDescriptor, Intent
 
 
 def probe(facts: HostFacts) -> ProbeResult:
@@ -17,5 +17,6 @@ DESCRIPTOR = DeviceDescriptor(
     dist_backend="gloo",
     capabilities=Capabilities(),
     bindings="spec_hal.devices.cpu.bindings",
+    default_intent=Intent(PORTABLE, "the portable reference is vectorised torch: already the CPU implementation"),
     priority_reason="always usable: chosen when no accelerator is",
 )

@@ -1,7 +1,7 @@
 """NVIDIA CUDA: detection through NVML (never the CUDA runtime, which would poison fork())."""
 
 from ...registry import PORTABLE, Capabilities, DeviceDescriptor, Intent
-from .probe import probe
+from .detection import probe
 
 DESCRIPTOR = DeviceDescriptor(
     name="cuda",

@@ -1,0 +1,159 @@
+"""``spec-hal``: info | check | bench | demo.
+
+``spec-hal info`` explains the detected device (every probe's three answers), the binding of every
+op (provider, and why the others were not chosen), plugins and versions; ``--json`` gives the same
+data with top-level keys device, probes, ops, plugins, versions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from . import __version__, plugins, registry
+from .errors import SpecHalError
+
+_VERSIONED_PACKAGES = ("torch", "triton", "numpy", "torch_npu", "torch_musa", "torchada", "intel_extension_for_pytorch", "xgrammar", "huggingface_hub")
+
+
+def _versions() -> dict[str, str | None]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    found: dict[str, str | None] = {"spec_hal": __version__}
+    for name in _VERSIONED_PACKAGES:
+        try:
+            found[name] = version(name.replace("_", "-"))
+        except PackageNotFoundError:
+            try:
+                found[name] = version(name)
+            except PackageNotFoundError:
+                found[name] = None
+    return found
+
+
+def _binding_rows(descriptor: registry.DeviceDescriptor) -> list[dict[str, Any]]:
+    importlib.import_module("spec_hal.ops")
+    rows = []
+    for name, op in sorted(registry.ops().items()):
+        row: dict[str, Any] = {"op": name, "class": op.op_class}
+        try:
+            choice = registry.choose(name, descriptor, None)
+        except SpecHalError as exc:
+            row.update(provider=None, intended=None, reason=str(exc), fallback=None, skipped=[])
+        else:
+            row.update(
+                provider=choice.impl.provider,
+                intended=choice.intent.provider,
+                reason=choice.intent.reason,
+                fallback=choice.fallback.reason if choice.fallback else None,
+                skipped=[{"provider": p, "why": w} for p, w in choice.skipped],
+            )
+        rows.append(row)
+    return rows
+
+
+def info_data(device_name: str | None = None) -> dict[str, Any]:
+    """Everything ``spec-hal info`` shows, as plain data."""
+    detection = registry.detect()
+    descriptor = registry.device(device_name) if device_name else detection.device
+    probes = {p.vendor: p.to_json() for p in detection.probes}
+    return {
+        "device": {
+            "name": descriptor.name,
+            "detected": detection.device.name,
+            "reason": detection.reason if descriptor is detection.device else f"explaining {descriptor.name} on request (--device)",
+            "usable_here": probes.get(descriptor.name, {}).get("usable", False),
+            "torch_device_type": descriptor.device_type,
+            "priority": descriptor.priority,
+            "priority_reason": descriptor.priority_reason,
+            "dist_backend": descriptor.dist_backend,
+            "capabilities": vars(descriptor.capabilities) | {},
+            "notes": list(descriptor.notes),
+        },
+        "probes": [p.to_json() | {"priority": registry.device(p.vendor).priority} for p in detection.probes],
+        "ops": _binding_rows(descriptor),
+        "plugins": [r.to_json() for r in plugins.reports()],
+        "versions": _versions(),
+    }
+
+
+def _print_info(data: dict[str, Any]) -> None:
+    dev = data["device"]
+    print(f"spec_hal {data['versions']['spec_hal']}  torch {data['versions']['torch']}  triton {data['versions']['triton']}")
+    print(f"\ndevice: {dev['name']} (torch device type '{dev['torch_device_type']}', dist backend {dev['dist_backend']})")
+    print(f"  why: {dev['reason']}")
+    caps = ", ".join(f"{k}={v}" for k, v in dev["capabilities"].items())
+    print(f"  capabilities: {caps}")
+    for note in dev["notes"]:
+        print(f"  note: {note}")
+    print("\nprobes (detection order):")
+    for probe in data["probes"]:
+        mark = "usable" if probe["usable"] else "no"
+        print(f"  {probe['priority']:>4} {probe['vendor']:<8} {mark}")
+        for key in ("installed", "present", "visible"):
+            check = probe[key]
+            print(f"         {key:<9} {'yes' if check['ok'] else 'no ':<3}  {check['reason']}")
+    print(f"\nops bound on {dev['name']}:")
+    width = max((len(r["op"]) for r in data["ops"]), default=10)
+    for row in data["ops"]:
+        status = "FALLBACK: " + row["fallback"] if row["fallback"] else row["reason"]
+        print(f"  {row['op']:<{width}}  {str(row['provider']):<10} {status}")
+        for skipped in row["skipped"]:
+            print(f"  {'':<{width}}    skipped {skipped['provider']}: {skipped['why']}")
+    print("\nplugins:")
+    if not data["plugins"]:
+        print("  none found (entry-point group spec_hal.devices)")
+    for plugin in data["plugins"]:
+        print(f"  {plugin['name']} ({plugin['target']}): {plugin['status']} - {plugin['detail']}")
+    print("\nversions:")
+    for name, value in data["versions"].items():
+        print(f"  {name:<28} {value or '-'}")
+
+
+def _cmd_info(args: argparse.Namespace) -> int:
+    data = info_data(args.device)
+    if args.json:
+        json.dump(data, sys.stdout, indent=2, default=str)
+        print()
+    else:
+        _print_info(data)
+    return 0
+
+
+def _cmd_delegate(module: str) -> Any:
+    def run(args: argparse.Namespace) -> int:
+        return int(importlib.import_module(module).main(args))
+
+    return run
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="spec-hal", description=__doc__.split("\n")[0])
+    parser.add_argument("--version", action="version", version=f"spec_hal {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    info = sub.add_parser("info", help="detected device, probes, op bindings, plugins, versions")
+    info.add_argument("--json", action="store_true", help="machine-readable output")
+    info.add_argument("--device", help="explain this device's bindings (even if it is absent here)")
+    info.set_defaults(run=_cmd_info)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.run(args))
+    except SpecHalError as exc:
+        print(f"spec-hal: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,235 @@
+"""Registry: registration, priorities, intents and fallbacks, overrides, strict mode, cache
+invalidation, dispatch by tensor device, concurrency."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import pytest
+import torch
+from torch import Tensor
+
+import spec_hal
+from spec_hal import registry
+from spec_hal.detect import Check, ProbeResult
+from spec_hal.errors import BindingError, FallbackError
+from spec_hal.opdef import define_op
+from spec_hal.registry import Capabilities, DeviceDescriptor, Intent
+from spec_hal.testing import emulate, isolated_registry, use_provider
+
+
+@define_op("_test_registry_fill", mutates=("out",), op_class="latency", variant=lambda src, out: src.dtype)
+def _fill_portable(src: Tensor, out: Tensor) -> None:
+    out.fill_(0)
+
+
+def fill(src: Tensor, out: Tensor) -> Tensor:
+    _fill_portable.dispatch(src.device, src, out)
+    return out
+
+
+def provider(value: int):
+    def fill_value(src: Tensor, out: Tensor) -> None:
+        out.fill_(value)
+
+    return fill_value
+
+
+def usable(name):
+    def probe(facts):
+        ok = Check(True, "test device")
+        return ProbeResult(name, ok, ok, ok)
+
+    return probe
+
+
+def device(name, *, intents=None, priority=-10, device_type="cpu", default=Intent("portable", "test default")):
+    return DeviceDescriptor(
+        name=name,
+        device_type=device_type,
+        priority=priority,
+        probe=usable(name),
+        dist_backend="gloo",
+        intents=intents or {},
+        default_intent=default,
+    )
+
+
+def run(dtype=torch.int64):
+    return int(fill(torch.zeros(2, dtype=dtype), torch.full((3,), -1))[0])
+
+
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch):
+    for var in ("SPEC_HAL_OPS", "SPEC_HAL_STRICT", "SPEC_HAL_DEVICE"):
+        monkeypatch.delenv(var, raising=False)
+    with isolated_registry():
+        yield
+
+
+def test_portable_reference_is_registered_for_every_vendor():
+    assert run() == 0
+    assert [i.provider for i in registry.implementations("_test_registry_fill", "anything")] == ["portable"]
+
+
+def test_intended_provider_wins_over_higher_priority():
+    registry.register_device(device("testdev", intents={"_test_registry_fill": Intent("mine", "vendor kernel")}))
+    registry.register_impl("_test_registry_fill", "testdev", "triton", provider(2))
+    registry.register_impl("_test_registry_fill", "testdev", "mine", provider(3), priority=1)
+    with emulate("testdev"):
+        assert run() == 3
+    assert registry.fallbacks() == []
+
+
+def test_missing_intended_provider_falls_back_by_priority_and_is_recorded_once(caplog):
+    registry.register_device(device("testdev", default=Intent("vendor_kernel", "")))
+    registry.register_impl("_test_registry_fill", "testdev", "triton", provider(2))
+    with emulate("testdev"), caplog.at_level(logging.WARNING, logger="spec_hal"):
+        assert run() == 2
+        registry.invalidate()  # a re-resolution must not log the same fallback twice ...
+        assert run() == 2
+    (record,) = registry.fallbacks() or [None]
+    assert record is not None and record.intended == "vendor_kernel" and record.chosen == "triton"
+    assert "not registered" in record.reason
+    assert sum("falls back" in r.message for r in caplog.records) >= 1
+
+
+def test_declined_variant_falls_back_and_strict_refuses(monkeypatch):
+    registry.register_device(device("testdev", default=Intent("triton", "")))
+    registry.register_impl(
+        "_test_registry_fill", "testdev", "triton", provider(2),
+        supports=lambda dtype: None if dtype in (None, torch.int64) else "int64 only",
+    )
+    with emulate("testdev"):
+        assert run(torch.int64) == 2
+        assert run(torch.int32) == 0  # declined: portable
+        (record,) = registry.fallbacks()
+        assert "int64 only" in record.reason and record.chosen == "portable"
+        monkeypatch.setenv("SPEC_HAL_STRICT", "1")
+        registry.invalidate()
+        assert run(torch.int64) == 2  # intended provider: fine under strict
+        with pytest.raises(FallbackError, match="int64 only"):
+            run(torch.int32)
+
+
+def test_per_op_override_and_its_errors(monkeypatch):
+    registry.register_device(device("testdev", default=Intent("triton", "")))
+    registry.register_impl("_test_registry_fill", "testdev", "triton", provider(2))
+    with emulate("testdev"):
+        with use_provider("_test_registry_fill", "portable"):
+            assert run() == 0
+        assert run() == 2
+        monkeypatch.setenv("SPEC_HAL_OPS", "_test_registry_fill=nonexistent")
+        registry.invalidate()
+        with pytest.raises(BindingError, match="no provider 'nonexistent'.*available: triton, portable"):
+            run()
+        monkeypatch.setenv("SPEC_HAL_OPS", "no_such_op=portable")
+        registry.invalidate()
+        with pytest.raises(BindingError, match="unknown op.*no_such_op"):
+            run()
+        monkeypatch.setenv("SPEC_HAL_OPS", "garbage")
+        registry.invalidate()
+        with pytest.raises(ValueError, match="op=provider"):
+            run()
+
+
+def test_cache_invalidated_when_provider_or_device_registered_later():
+    registry.register_device(device("testdev", default=Intent("late", "")))
+    with emulate("testdev"):
+        assert run() == 0  # intended 'late' missing: portable, recorded
+        registry.register_impl("_test_registry_fill", "testdev", "late", provider(5))
+        assert run() == 5
+        registry.register_device(device("testdev", default=Intent("portable", "changed my mind")))
+        assert run() == 0
+    assert registry.fallbacks() == []  # registration cleared the stale record
+
+
+def test_dispatch_follows_the_tensor_device_not_the_detected_device(monkeypatch):
+    """A GPU-like vendor detected first must not capture CPU tensors."""
+    registry.register_device(device("fakegpu", priority=1000, device_type="fakegpu"))
+    registry.register_impl("_test_registry_fill", "fakegpu", "gpu_kernel", provider(9))
+    registry.register_impl("_test_registry_fill", "cpu", "cpu_kernel", provider(4))
+    registry.register_device(
+        DeviceDescriptor(**{**vars(registry.device("cpu")), "intents": {"_test_registry_fill": Intent("cpu_kernel", "")}})
+    )
+    registry.reset_detection()
+    assert spec_hal.current_device().name == "fakegpu"
+    assert registry.vendor_for("cpu").name == "cpu"
+    assert run() == 4
+    out = torch.empty(3, device="meta")
+    fill(torch.zeros(2, device="meta"), out)  # meta runs the portable reference
+    assert out.shape == (3,)
+
+
+def test_unknown_device_type_is_a_clear_error():
+    with pytest.raises(BindingError, match="device type 'fakeaccel'"):
+        registry.vendor_for("fakeaccel")
+
+
+def test_device_guard_wraps_providers_of_indexed_devices():
+    entered = []
+
+    class Runtime:
+        def current_index(self):
+            return 0
+
+        def device_guard(self, device):
+            import contextlib
+
+            entered.append(device)
+            return contextlib.nullcontext()
+
+    descriptor = device("guarded", device_type="cpu", default=Intent("k", ""))
+    descriptor = DeviceDescriptor(**{**vars(descriptor), "capabilities": Capabilities(needs_device_guard=True)})
+    registry.register_device(descriptor)
+    registry.register_impl("_test_registry_fill", "guarded", "k", provider(1))
+    registry._state.runtimes["guarded"] = Runtime()
+    with emulate("guarded"):
+        fn1 = registry.resolve("_test_registry_fill", torch.device("cpu", 1), torch.int64)
+        fn0 = registry.resolve("_test_registry_fill", torch.device("cpu", 0), torch.int64)
+        out = torch.zeros(1)
+        fn1(torch.zeros(1), out)
+        fn0(torch.zeros(1), out)
+    registry._state.runtimes.pop("guarded")
+    assert entered == [torch.device("cpu", 1)]  # index 0 is already current: no guard entered
+
+
+def test_concurrent_registration_and_dispatch():
+    registry.register_device(device("testdev", default=Intent("p0", "")))
+    errors = []
+    with emulate("testdev"):
+        def caller():
+            try:
+                for _ in range(200):
+                    assert run() in (0, 1, 2, 3)
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        def registrar():
+            for i in range(50):
+                registry.register_impl("_test_registry_fill", "testdev", f"p{i % 4}", provider(i % 4))
+
+        threads = [threading.Thread(target=caller) for _ in range(3)] + [threading.Thread(target=registrar)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert errors == []
+
+
+def test_incompatible_api_version_is_refused():
+    from spec_hal.errors import PluginError
+
+    with pytest.raises(PluginError, match="API version 99"):
+        registry.register_device(DeviceDescriptor(**{**vars(device("future")), "api_version": 99}))
+
+
+def test_compiled_call_goes_through_torch_ops_and_matches_eager():
+    values = torch.randn(5, 17)
+    compiled = torch.compile(lambda v: spec_hal.ops.fast_topk(v, 4), fullgraph=True, backend="aot_eager")
+    got_values, got_indices = compiled(values)
+    want_values, want_indices = spec_hal.ops.fast_topk(values, 4)
+    assert torch.equal(got_indices, want_indices) and torch.equal(got_values, want_values)
+    schema = str(torch.ops.spec_hal.fast_topk.default._schema)
+    assert "Tensor(a3!) out_values" in schema and "Tensor(a4!) out_indices" in schema
