@@ -18,7 +18,17 @@ from typing import Any
 from . import __version__, plugins, registry
 from .errors import SpecHalError
 
-_VERSIONED_PACKAGES = ("torch", "triton", "numpy", "torch_npu", "torch_musa", "torchada", "intel_extension_for_pytorch", "xgrammar", "huggingface_hub")
+_VERSIONED_PACKAGES = (
+    "torch",
+    "triton",
+    "numpy",
+    "torch_npu",
+    "torch_musa",
+    "torchada",
+    "intel_extension_for_pytorch",
+    "xgrammar",
+    "huggingface_hub",
+)
 
 
 def _versions() -> dict[str, str | None]:
@@ -66,7 +76,9 @@ def info_data(device_name: str | None = None) -> dict[str, Any]:
         "device": {
             "name": descriptor.name,
             "detected": detection.device.name,
-            "reason": detection.reason if descriptor is detection.device else f"explaining {descriptor.name} on request (--device)",
+            "reason": detection.reason
+            if descriptor is detection.device
+            else f"explaining {descriptor.name} on request (--device)",
             "usable_here": probes.get(descriptor.name, {}).get("usable", False),
             "torch_device_type": descriptor.device_type,
             "priority": descriptor.priority,
@@ -84,8 +96,12 @@ def info_data(device_name: str | None = None) -> dict[str, Any]:
 
 def _print_info(data: dict[str, Any]) -> None:
     dev = data["device"]
-    print(f"spec_hal {data['versions']['spec_hal']}  torch {data['versions']['torch']}  triton {data['versions']['triton']}")
-    print(f"\ndevice: {dev['name']} (torch device type '{dev['torch_device_type']}', dist backend {dev['dist_backend']})")
+    print(
+        f"spec_hal {data['versions']['spec_hal']}  torch {data['versions']['torch']}  triton {data['versions']['triton']}"
+    )
+    print(
+        f"\ndevice: {dev['name']} (torch device type '{dev['torch_device_type']}', dist backend {dev['dist_backend']})"
+    )
     print(f"  why: {dev['reason']}")
     caps = ", ".join(f"{k}={v}" for k, v in dev["capabilities"].items())
     print(f"  capabilities: {caps}")
@@ -125,11 +141,59 @@ def _cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_delegate(module: str) -> Any:
-    def run(args: argparse.Namespace) -> int:
-        return int(importlib.import_module(module).main(args))
+def _cmd_check(args: argparse.Namespace) -> int:
+    import time
 
-    return run
+    from .conformance.runner import Result, Selection, report, run_suite
+
+    descriptor = registry.device(args.device) if args.device else registry.current_device()
+    probe = next((p for p in registry.detect().probes if p.vendor == descriptor.name), None)
+    if probe is not None and not probe.usable:
+        print(f"skipped: no {descriptor.name} device ({probe.reason})")
+        return 0
+    selection = Selection(
+        ops=frozenset(args.ops.split(",")) if args.ops else None,
+        small_only=args.small,
+        compile=not args.no_compile,
+        compile_backend=args.compile_backend,
+    )
+    done = [0]
+
+    def progress(result: Result) -> None:
+        done[0] += 1
+        if sys.stderr.isatty() or done[0] % 50 == 0:
+            print(f"\r  {done[0]} checks ({result.op})".ljust(70), end="", file=sys.stderr, flush=True)
+
+    started = time.time()
+    results = run_suite(descriptor, selection, progress)
+    print("", file=sys.stderr)
+    data = report(results, descriptor, time.time() - started)
+    _print_check(data)
+    if args.report:
+        with open(args.report, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=1)
+        print(f"report written to {args.report}")
+    return 1 if data["summary"].get("fail") or not results else 0
+
+
+def _print_check(data: dict[str, Any]) -> None:
+    table: dict[tuple[str, str], dict[str, int]] = {}
+    for row in data["results"]:
+        cell = table.setdefault((row["op"], row["provider"]), {})
+        cell[row["status"]] = cell.get(row["status"], 0) + 1
+    print(
+        f"conformance on {data['device']} ({data['seconds']} s): "
+        + ", ".join(f"{v} {k}" for k, v in sorted(data["summary"].items()))
+    )
+    width = max((len(op) for op, _ in table), default=10)
+    print(f"  {'op':<{width}}  {'provider':<12} pass  fail  skip")
+    for (op, provider), cell in sorted(table.items()):
+        print(
+            f"  {op:<{width}}  {provider:<12} {cell.get('pass', 0):>4}  {cell.get('fail', 0):>4}  {cell.get('skip', 0):>4}"
+        )
+    failures = [row for row in data["results"] if row["status"] == "fail"]
+    for row in failures[:40]:
+        print(f"FAIL {row['op']} [{row['provider']}] {row['case_class']} {row['case']}: {row['reason']}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -141,6 +205,17 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("--json", action="store_true", help="machine-readable output")
     info.add_argument("--device", help="explain this device's bindings (even if it is absent here)")
     info.set_defaults(run=_cmd_info)
+
+    check = sub.add_parser("check", help="run the conformance suite on a device (default: the detected one)")
+    check.add_argument("--device", help="device to check (default: the detected device)")
+    check.add_argument("--report", help="write the JSON report to this file")
+    check.add_argument("--ops", help="comma-separated op names (default: all)")
+    check.add_argument("--small", action="store_true", help="small cases only (Triton interpreter)")
+    check.add_argument("--no-compile", action="store_true", help="skip the torch.compile checks")
+    check.add_argument(
+        "--compile-backend", default="aot_eager", help="torch.compile backend (default aot_eager)"
+    )
+    check.set_defaults(run=_cmd_check)
     return parser
 
 

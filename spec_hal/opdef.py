@@ -31,7 +31,9 @@ _library: torch.library.Library | None = None
 _library_lock = threading.Lock()
 
 # Dynamo answers this call with True while tracing; in eager it is a constant False (cheapest check).
-_is_compiling: Callable[[], bool] = getattr(torch.compiler, "is_dynamo_compiling", torch.compiler.is_compiling)
+_is_compiling: Callable[[], bool] = getattr(
+    torch.compiler, "is_dynamo_compiling", torch.compiler.is_compiling
+)
 
 
 def _get_library() -> torch.library.Library:
@@ -142,7 +144,9 @@ def define_op(
     """
 
     def wrap(portable: Callable[..., None]) -> OpDef:
-        op = OpDef(name, portable, mutates=mutates, op_class=op_class, bytes_moved=bytes_moved, variant=variant)
+        op = OpDef(
+            name, portable, mutates=mutates, op_class=op_class, bytes_moved=bytes_moved, variant=variant
+        )
         registry.register_op(op)
         registry.register_impl(name, registry.ANY_VENDOR, registry.PORTABLE, portable)
         return op

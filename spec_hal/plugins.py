@@ -73,7 +73,9 @@ def load_plugins() -> None:
     wanted = config.device_override()
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         if wanted is not None and ep.name != wanted:
-            _reports.append(PluginReport(ep.name, ep.value, "skipped", f"{config.ENV_DEVICE}={wanted} filters it out"))
+            _reports.append(
+                PluginReport(ep.name, ep.value, "skipped", f"{config.ENV_DEVICE}={wanted} filters it out")
+            )
             continue
         try:
             detail = _load_one(ep.name, ep.value, ep.load)

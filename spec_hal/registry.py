@@ -70,6 +70,8 @@ class Runtime(Protocol):
 
     def is_capturing(self, device: torch.device) -> bool: ...
 
+    def capture_graph(self, fn: Callable[[], None], device: torch.device) -> Callable[[], None]: ...
+
 
 @dataclass(frozen=True)
 class Capabilities:
@@ -217,7 +219,9 @@ def register_impl(
     ``priority`` defaults by provider: portable 0, triton 200, any other (a vendor kernel) 300.
     """
     if priority is None:
-        priority = {PORTABLE: PRIORITY_PORTABLE, TRITON: PRIORITY_TRITON}.get(provider, PRIORITY_VENDOR_KERNEL)
+        priority = {PORTABLE: PRIORITY_PORTABLE, TRITON: PRIORITY_TRITON}.get(
+            provider, PRIORITY_VENDOR_KERNEL
+        )
     impl = Implementation(op, vendor, provider, fn, priority, supports)
     with _state.lock:
         impls = [i for i in _state.impls.get(op, []) if (i.vendor, i.provider) != (vendor, provider)]
@@ -284,7 +288,9 @@ def device(name: str) -> DeviceDescriptor:
     try:
         return known[name]
     except KeyError:
-        raise DeviceSelectionError(f"unknown device {name!r}; known devices: {', '.join(sorted(known))}") from None
+        raise DeviceSelectionError(
+            f"unknown device {name!r}; known devices: {', '.join(sorted(known))}"
+        ) from None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -321,7 +327,9 @@ def detect(facts: HostFacts | None = None) -> Detection:
                 f"{config.ENV_DEVICE}={override!r}: that device is not usable here ({probe.reason}); "
                 f"present: {', '.join(usable) or 'none'}; known: {', '.join(known)}"
             )
-        detection = Detection(chosen, f"forced by {config.ENV_DEVICE}={override}", tuple(r for _, r in results), True)
+        detection = Detection(
+            chosen, f"forced by {config.ENV_DEVICE}={override}", tuple(r for _, r in results), True
+        )
     else:
         chosen_pair = next(((d, r) for d, r in results if r.usable), None)
         if chosen_pair is None:  # the CPU descriptor is always usable; a plugin may have replaced it
@@ -358,10 +366,14 @@ def vendor_for(device_type: str) -> DeviceDescriptor:
 
 
 def _vendor_for_locked(device_type: str) -> DeviceDescriptor:
-    candidates = sorted((d for d in devices().values() if d.device_type == device_type), key=lambda d: -d.priority)
+    candidates = sorted(
+        (d for d in devices().values() if d.device_type == device_type), key=lambda d: -d.priority
+    )
     if not candidates:
         known = sorted({d.device_type for d in devices().values()})
-        raise BindingError(f"no spec_hal device handles tensors of device type {device_type!r}; known: {known}")
+        raise BindingError(
+            f"no spec_hal device handles tensors of device type {device_type!r}; known: {known}"
+        )
     chosen = detect().device
     if chosen.device_type == device_type:
         return chosen
@@ -428,7 +440,9 @@ def choose(op: str, descriptor: DeviceDescriptor, variant: Variant) -> Choice:
     overrides = config.op_overrides()
     unknown = sorted(set(overrides) - set(_state.ops))
     if unknown:
-        raise BindingError(f"{config.ENV_OPS} names unknown op(s) {', '.join(unknown)}; known: {', '.join(sorted(_state.ops))}")
+        raise BindingError(
+            f"{config.ENV_OPS} names unknown op(s) {', '.join(unknown)}; known: {', '.join(sorted(_state.ops))}"
+        )
     override = overrides.get(op)
     if override is not None:
         return _choose_override(op, descriptor, variant, candidates, override)
@@ -438,7 +452,11 @@ def choose(op: str, descriptor: DeviceDescriptor, variant: Variant) -> Choice:
     if intended is not None:
         declined = intended.declines(variant)
         if declined is None:
-            others = tuple((i.provider, f"intended provider is {intent.provider!r}") for i in candidates if i is not intended)
+            others = tuple(
+                (i.provider, f"intended provider is {intent.provider!r}")
+                for i in candidates
+                if i is not intended
+            )
             return Choice(intended, intent, None, others)
         why = f"intended provider {intent.provider!r} declined: {declined}"
     else:
@@ -470,9 +488,13 @@ def _choose_override(
         )
     declined = impl.declines(variant)
     if declined is not None:
-        raise BindingError(f"{config.ENV_OPS}: provider {provider!r} of op {op!r} declines variant {variant!r}: {declined}")
+        raise BindingError(
+            f"{config.ENV_OPS}: provider {provider!r} of op {op!r} declines variant {variant!r}: {declined}"
+        )
     intent = Intent(provider, f"forced by {config.ENV_OPS}")
-    return Choice(impl, intent, None, tuple((i.provider, "not the override") for i in candidates if i is not impl))
+    return Choice(
+        impl, intent, None, tuple((i.provider, "not the override") for i in candidates if i is not impl)
+    )
 
 
 def resolve(op: str, device: torch.device, variant: Variant) -> Callable[..., None]:
@@ -522,7 +544,11 @@ def _record_fallback(fallback: Fallback) -> None:
             return
         _state.fallbacks[key] = fallback
     logger.warning(
-        "spec_hal: op %s on %s falls back to %s (%s)", fallback.op, fallback.vendor, fallback.chosen, fallback.reason
+        "spec_hal: op %s on %s falls back to %s (%s)",
+        fallback.op,
+        fallback.vendor,
+        fallback.chosen,
+        fallback.reason,
     )
 
 

@@ -8,7 +8,7 @@ runtime, also while a test emulates a vendor on the CPU.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -77,3 +77,12 @@ def record_stream_each(tensors: Iterable[torch.Tensor | None], stream: Any) -> N
         vendor = registry.vendor_for(tensor.device.type)
         if vendor.capabilities.record_stream:
             registry.runtime_of(vendor).record_stream(tensor, stream)
+
+
+def capture_graph(fn: Callable[[], None], device: torch.device | str) -> Callable[[], None]:
+    """Capture ``fn`` into a device graph and return its replay (devices whose descriptor declares
+    graph capture). ``fn`` runs once on a side stream first, as graph capture requires."""
+    dev = torch.device(device)
+    if not supports_graph_capture(dev):
+        raise ValueError(f"device: {dev} does not support graph capture")
+    return _runtime(dev).capture_graph(fn, dev)

@@ -41,7 +41,9 @@ def check_tensor(
     if dtype is not None:
         allowed = (dtype,) if isinstance(dtype, torch.dtype) else tuple(dtype)
         if value.dtype not in allowed:
-            raise TypeError(f"{name}: expected dtype {_dtype_names(allowed)}, got {str(value.dtype).replace('torch.', '')}")
+            raise TypeError(
+                f"{name}: expected dtype {_dtype_names(allowed)}, got {str(value.dtype).replace('torch.', '')}"
+            )
     if shape is not None:
         ndim = len(shape)
     if ndim is not None and value.dim() != ndim:
@@ -54,7 +56,9 @@ def check_tensor(
     return value
 
 
-def check_index(name: str, value: object, *, ndim: int | None = 1, shape: Sequence[int | None] | None = None) -> torch.Tensor:
+def check_index(
+    name: str, value: object, *, ndim: int | None = 1, shape: Sequence[int | None] | None = None
+) -> torch.Tensor:
     """An index tensor: int32 or int64."""
     return check_tensor(name, value, dtype=INDEX_DTYPES, ndim=ndim, shape=shape)
 
@@ -123,9 +127,9 @@ def check_non_negative(name: str, value: torch.Tensor) -> None:
 
 def check_fits_int32(name: str, value: torch.Tensor) -> None:
     """Values written into an int32 destination must not narrow (int64 -> int32 overflow)."""
-    if value.dtype == torch.int64 and value.numel():
-        if bool(((value > _INT32_MAX) | (value < -_INT32_MAX - 1)).any()):
-            raise ValueError(f"{name}: values do not fit the int32 destination (max {int(value.max())})")
+    too_wide = value.dtype == torch.int64 and value.numel() > 0
+    if too_wide and bool(((value > _INT32_MAX) | (value < -_INT32_MAX - 1)).any()):
+        raise ValueError(f"{name}: values do not fit the int32 destination (max {int(value.max())})")
 
 
 def check_output(
@@ -147,7 +151,9 @@ def check_output(
     return tensor
 
 
-def new_output(shape: Sequence[int], dtype: torch.dtype, device: torch.device, *, fill: int | float | None = None) -> torch.Tensor:
+def new_output(
+    shape: Sequence[int], dtype: torch.dtype, device: torch.device, *, fill: int | float | None = None
+) -> torch.Tensor:
     """Allocate an output the caller left None (never under graph capture: pass every output there)."""
     from .runtime import is_capturing
 

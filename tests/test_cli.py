@@ -14,7 +14,13 @@ import pytest
 def spec_hal(*args: str, **env: str) -> subprocess.CompletedProcess:
     environment = {k: v for k, v in os.environ.items() if not k.startswith("SPEC_HAL_")}
     environment.update(env)
-    return subprocess.run([sys.executable, "-m", "spec_hal", *args], capture_output=True, text=True, env=environment, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "spec_hal", *args],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=120,
+    )
 
 
 def test_info_json_has_the_documented_keys_and_every_op_bound():

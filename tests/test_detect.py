@@ -83,7 +83,9 @@ def test_nothing_found_is_cpu():
 
 
 def test_hip_wins_over_cuda_lookalike_and_npu():
-    both = host(versions={"hip": "6.2"}, files=[KFD, "/dev/davinci0"], texts={KFD: "7"}, modules={"torch_npu"})
+    both = host(
+        versions={"hip": "6.2"}, files=[KFD, "/dev/davinci0"], texts={KFD: "7"}, modules={"torch_npu"}
+    )
     detection = registry.detect(both)
     assert detection.device.name == "hip"
     assert probes_by_vendor(detection)["npu"].usable  # present too, lower priority

@@ -42,7 +42,9 @@ def test_vendor_packages_never_import_each_other():
     offenders = []
     for vendor in VENDORS:
         others = [v for v in VENDORS if v != vendor]
-        pattern = re.compile(r"(from\s+\.\.(%s)\b|devices\.(%s)\b)" % ("|".join(others), "|".join(others)))
+        pattern = re.compile(
+            r"(from\s+\.\.({})\b|devices\.({})\b)".format("|".join(others), "|".join(others))
+        )
         for path in python_files(PACKAGE / "devices" / vendor):
             for number, line in enumerate(path.read_text().splitlines(), 1):
                 if pattern.search(line):
@@ -50,7 +52,10 @@ def test_vendor_packages_never_import_each_other():
     assert offenders == []
 
 
-@pytest.mark.skipif(os.environ.get("SPEC_HAL_EXPECT_INSTALLED") != "1", reason="only under tox (installed wheel)")
+@pytest.mark.skipif(
+    os.environ.get("SPEC_HAL_EXPECT_INSTALLED") != "1", reason="only under tox (installed wheel)"
+)
 def test_installed_wheel_is_what_is_tested():
     source = Path(os.environ["SPEC_HAL_SOURCE_TREE"]).resolve()
-    assert source not in PACKAGE.resolve().parents, f"tests import the source tree ({PACKAGE}), not the wheel"
+    assert PACKAGE.resolve() != source / "spec_hal", f"tests import the source tree ({PACKAGE}), not the wheel"
+    assert "site-packages" in PACKAGE.parts

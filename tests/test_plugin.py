@@ -19,8 +19,19 @@ def plugin_site(tmp_path_factory) -> Path:
     target = tmp_path_factory.mktemp("oot_site")
     build = tmp_path_factory.mktemp("oot_build")
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--no-index",
-         "--target", str(target), str(PACKAGE)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--target",
+            str(target),
+            str(PACKAGE),
+        ],
         check=True,
         cwd=build,
     )
@@ -31,7 +42,9 @@ def run_python(site: Path, code: str, **env: str) -> subprocess.CompletedProcess
     environment = {k: v for k, v in os.environ.items() if not k.startswith(("SPEC_HAL_", "OOT_VENDOR_"))}
     environment["PYTHONPATH"] = os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])])
     environment.update(env)
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=environment, timeout=120
+    )
 
 
 INFO = "import json, spec_hal.cli as c; print(json.dumps(c.info_data(), default=str))"
@@ -76,8 +89,10 @@ def test_strict_mode_turns_a_broken_plugin_into_an_error(plugin_site):
 
 
 def test_device_override_filters_plugins_before_import(plugin_site):
-    code = "import sys, spec_hal, spec_hal.plugins as p; spec_hal.current_device(); " \
-           "print([r.status for r in p.reports()], 'oot_vendor' in sys.modules)"
+    code = (
+        "import sys, spec_hal, spec_hal.plugins as p; spec_hal.current_device(); "
+        "print([r.status for r in p.reports()], 'oot_vendor' in sys.modules)"
+    )
     done = run_python(plugin_site, code, SPEC_HAL_DEVICE="cpu")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "['skipped', 'skipped', 'skipped'] False"

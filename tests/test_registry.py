@@ -44,7 +44,9 @@ def usable(name):
     return probe
 
 
-def device(name, *, intents=None, priority=-10, device_type="cpu", default=Intent("portable", "test default")):
+def device(
+    name, *, intents=None, priority=-10, device_type="cpu", default=Intent("portable", "test default")
+):
     return DeviceDescriptor(
         name=name,
         device_type=device_type,
@@ -74,7 +76,9 @@ def test_portable_reference_is_registered_for_every_vendor():
 
 
 def test_intended_provider_wins_over_higher_priority():
-    registry.register_device(device("testdev", intents={"_test_registry_fill": Intent("mine", "vendor kernel")}))
+    registry.register_device(
+        device("testdev", intents={"_test_registry_fill": Intent("mine", "vendor kernel")})
+    )
     registry.register_impl("_test_registry_fill", "testdev", "triton", provider(2))
     registry.register_impl("_test_registry_fill", "testdev", "mine", provider(3), priority=1)
     with emulate("testdev"):
@@ -98,7 +102,10 @@ def test_missing_intended_provider_falls_back_by_priority_and_is_recorded_once(c
 def test_declined_variant_falls_back_and_strict_refuses(monkeypatch):
     registry.register_device(device("testdev", default=Intent("triton", "")))
     registry.register_impl(
-        "_test_registry_fill", "testdev", "triton", provider(2),
+        "_test_registry_fill",
+        "testdev",
+        "triton",
+        provider(2),
         supports=lambda dtype: None if dtype in (None, torch.int64) else "int64 only",
     )
     with emulate("testdev"):
@@ -151,7 +158,9 @@ def test_dispatch_follows_the_tensor_device_not_the_detected_device(monkeypatch)
     registry.register_impl("_test_registry_fill", "fakegpu", "gpu_kernel", provider(9))
     registry.register_impl("_test_registry_fill", "cpu", "cpu_kernel", provider(4))
     registry.register_device(
-        DeviceDescriptor(**{**vars(registry.device("cpu")), "intents": {"_test_registry_fill": Intent("cpu_kernel", "")}})
+        DeviceDescriptor(
+            **{**vars(registry.device("cpu")), "intents": {"_test_registry_fill": Intent("cpu_kernel", "")}}
+        )
     )
     registry.reset_detection()
     assert spec_hal.current_device().name == "fakegpu"
@@ -181,7 +190,9 @@ def test_device_guard_wraps_providers_of_indexed_devices():
             return contextlib.nullcontext()
 
     descriptor = device("guarded", device_type="cpu", default=Intent("k", ""))
-    descriptor = DeviceDescriptor(**{**vars(descriptor), "capabilities": Capabilities(needs_device_guard=True)})
+    descriptor = DeviceDescriptor(
+        **{**vars(descriptor), "capabilities": Capabilities(needs_device_guard=True)}
+    )
     registry.register_device(descriptor)
     registry.register_impl("_test_registry_fill", "guarded", "k", provider(1))
     registry._state.runtimes["guarded"] = Runtime()
@@ -199,6 +210,7 @@ def test_concurrent_registration_and_dispatch():
     registry.register_device(device("testdev", default=Intent("p0", "")))
     errors = []
     with emulate("testdev"):
+
         def caller():
             try:
                 for _ in range(200):

@@ -1,7 +1,14 @@
-"""pytest plugin registered through the ``pytest11`` entry point: adds ``--spec-hal-device``."""
+"""pytest plugin (``pytest11`` entry point): ``--spec-hal-device`` and ``--spec-hal-report``.
+
+It parametrises ``spec_hal/conformance/test_suite.py`` with every check of the suite on the chosen
+devices (default: every usable device) and writes the machine-readable report if asked. It imports
+nothing heavy until a session actually collects the conformance tests.
+"""
 
 from __future__ import annotations
 
+import json
+import time
 from typing import Any
 
 
@@ -11,5 +18,70 @@ def pytest_addoption(parser: Any) -> None:
         "--spec-hal-device",
         action="store",
         default=None,
-        help="conformance: run against this spec_hal device (default: every usable device)",
+        help="conformance: run against this device (default: every usable device)",
     )
+    group.addoption(
+        "--spec-hal-report", action="store", default=None, help="conformance: write the JSON report here"
+    )
+    group.addoption(
+        "--spec-hal-small", action="store_true", help="conformance: only small cases (Triton interpreter)"
+    )
+
+
+def _devices(config: Any) -> list[Any]:
+    from spec_hal import registry
+
+    name = config.getoption("--spec-hal-device")
+    if name:
+        return [registry.device(name)]
+    return [registry.device(p.vendor) for p in registry.detect().probes if p.usable]
+
+
+def pytest_generate_tests(metafunc: Any) -> None:
+    if "conformance_check" not in metafunc.fixturenames:
+        return
+    from spec_hal.conformance.runner import Selection, _outcome, device_context, planned
+
+    config = metafunc.config
+    selection = Selection(small_only=config.getoption("--spec-hal-small"))
+    checks, ids = [], []
+    for descriptor in _devices(config):
+        with device_context(descriptor):
+            plan = list(planned(descriptor, selection))
+        for op, provider, case_class, name, thunk in plan:
+
+            def check(d=descriptor, o=op, p=provider, c=case_class, n=name, t=thunk):
+                with device_context(d):
+                    result = _outcome(d.name, o, p, c, n, t)
+                _results(config).append(result)
+                return result
+
+            checks.append(check)
+            ids.append(f"{descriptor.name}-{op}-{provider}-{case_class}-{name}")
+    metafunc.parametrize("conformance_check", checks, ids=ids)
+
+
+def _results(config: Any) -> list[Any]:
+    if not hasattr(config, "_spec_hal_results"):
+        config._spec_hal_results = []
+        config._spec_hal_started = time.time()
+    return config._spec_hal_results
+
+
+def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
+    path = session.config.getoption("--spec-hal-report", default=None)
+    results = getattr(session.config, "_spec_hal_results", None)
+    if not path or results is None:
+        return
+    from spec_hal import registry
+    from spec_hal.conformance.runner import report
+
+    devices = sorted({r.device for r in results})
+    data = report(
+        results,
+        registry.device(devices[0]) if devices else registry.current_device(),
+        time.time() - session.config._spec_hal_started,
+    )
+    data["devices"] = devices
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(data, handle, indent=1)

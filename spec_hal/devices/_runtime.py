@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -35,6 +36,9 @@ class HostRuntime:
 
     def is_capturing(self, device: torch.device) -> bool:
         return False
+
+    def capture_graph(self, fn: Callable[[], None], device: torch.device) -> Callable[[], None]:
+        raise ValueError("host tensors have no device graphs")
 
 
 class TorchDeviceRuntime:
@@ -71,6 +75,18 @@ class TorchDeviceRuntime:
     def is_capturing(self, device: torch.device) -> bool:
         capturing = getattr(self.module, "is_current_stream_capturing", None)
         return bool(capturing()) if capturing is not None else False
+
+    def capture_graph(self, fn: Callable[[], None], device: torch.device) -> Callable[[], None]:
+        module = self.module
+        side = module.Stream(device)
+        side.wait_stream(module.current_stream(device))
+        with module.stream(side):
+            fn()  # warm-up on a side stream, as capture requires
+        module.current_stream(device).wait_stream(side)
+        graph = module.CUDAGraph() if hasattr(module, "CUDAGraph") else module.XPUGraph()
+        with module.graph(graph):
+            fn()
+        return graph.replay
 
 
 HOST_RUNTIME = HostRuntime()

@@ -4,6 +4,7 @@ Device ops dispatch on the device of their tensor arguments to the provider boun
 host ops are plain functions. Each family module holds its ops' contracts and portable references.
 """
 
+from . import grammar, host, index, kv, mamba, sampling, simulated, tree
 from .grammar import *  # noqa: F403  (F: grammar masks over draft trees)
 from .host import *  # noqa: F403  (H: token maps, stream recording)
 from .index import *  # noqa: F403  (A: KV cache-location index plumbing)
@@ -12,10 +13,7 @@ from .mamba import *  # noqa: F403  (G: mamba / linear-attention state commit)
 from .sampling import *  # noqa: F403  (D: draft sampling and tree expansion)
 from .simulated import *  # noqa: F403  (E: simulated acceptance)
 from .tree import *  # noqa: F403  (C: tree build / verify / accept)
-from . import grammar, host, index, kv, mamba, sampling, simulated, tree
 
 __all__ = [
-    name
-    for module in (index, kv, tree, sampling, simulated, grammar, mamba, host)
-    for name in module.__all__
+    name for module in (index, kv, tree, sampling, simulated, grammar, mamba, host) for name in module.__all__
 ]

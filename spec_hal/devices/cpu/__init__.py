@@ -17,6 +17,8 @@ DESCRIPTOR = DeviceDescriptor(
     dist_backend="gloo",
     capabilities=Capabilities(),
     bindings="spec_hal.devices.cpu.bindings",
-    default_intent=Intent(PORTABLE, "the portable reference is vectorised torch: already the CPU implementation"),
+    default_intent=Intent(
+        PORTABLE, "the portable reference is vectorised torch: already the CPU implementation"
+    ),
     priority_reason="always usable: chosen when no accelerator is",
 )

@@ -6,9 +6,15 @@ from ...registry import PORTABLE, Capabilities, DeviceDescriptor, Intent
 
 def probe(facts: HostFacts) -> ProbeResult:
     found = [name for name in ("torch_musa", "torchada") if facts.find_module(name)]
-    installed = Check(bool(found), f"{' and '.join(found)} importable" if found else "neither torch_musa nor torchada is installed")
+    installed = Check(
+        bool(found),
+        f"{' and '.join(found)} importable" if found else "neither torch_musa nor torchada is installed",
+    )
     nodes = sorted(facts.glob("/dev/mtgpu*")) or sorted(facts.glob("/dev/musa*"))
-    present = Check(bool(nodes), f"device nodes {', '.join(nodes)}" if nodes else "no /dev/mtgpu* or /dev/musa* device node")
+    present = Check(
+        bool(nodes),
+        f"device nodes {', '.join(nodes)}" if nodes else "no /dev/mtgpu* or /dev/musa* device node",
+    )
     visible = visible_from_env(facts, ["MUSA_VISIBLE_DEVICES"], "GPU")
     return ProbeResult("musa", installed, present, visible)
 

@@ -32,7 +32,9 @@ def probe(facts: HostFacts) -> ProbeResult:
     )
 
 
-def fast_topk_oot(values: torch.Tensor, k: int, dim: int, out_values: torch.Tensor, out_indices: torch.Tensor) -> None:
+def fast_topk_oot(
+    values: torch.Tensor, k: int, dim: int, out_values: torch.Tensor, out_indices: torch.Tensor
+) -> None:
     global calls
     calls += 1
     descending = os.environ.get("OOT_VENDOR_WRONG") != "1"

@@ -1,0 +1,344 @@
+"""Run the conformance cases against a device and every provider registered there.
+
+Each case runs on the device under test through one provider, and again on the CPU through the
+portable reference; every tensor reachable from the arguments after the call (outputs, in-outs and
+inputs alike: inputs must stay unchanged, poisoned tails must stay poisoned) and the return value
+are compared. Golden cases are also compared with their expected values. Bad cases must raise.
+Graph capture (where the device supports it) replays a captured call on new inputs written into
+the same buffers. The compile check traces the op with ``torch.compile(fullgraph=True)``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import re
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .. import ops as public_ops
+from .. import registry, runtime
+from ..registry import DeviceDescriptor
+from ..testing import emulate, use_provider
+from ..validation import value_checks_enabled
+from . import cases as cases_package
+from .case import BadCase, Case
+from .tolerance import tolerance
+
+CPU = torch.device("cpu")
+
+
+@dataclass(frozen=True)
+class Result:
+    device: str
+    op: str
+    provider: str
+    case_class: str  # random, edge, golden, bad, graph, compile
+    case: str
+    status: str  # pass, fail, skip
+    reason: str = ""
+
+    def to_json(self) -> dict[str, str]:
+        return dict(vars(self))
+
+
+@dataclass
+class Selection:
+    """Which cases to run: op names (None = all), small cases only (the Triton interpreter)."""
+
+    ops: frozenset[str] | None = None
+    small_only: bool = False
+    compile: bool = True
+    compile_backend: str = "aot_eager"
+    graphs: bool = True
+    stats: dict[str, float] = field(default_factory=dict)
+
+
+def family_modules() -> list[Any]:
+    found = []
+    for info in pkgutil.iter_modules(cases_package.__path__):
+        found.append(importlib.import_module(f"{cases_package.__name__}.{info.name}"))
+    return found
+
+
+def all_cases() -> list[Case]:
+    return [case for module in family_modules() for case in getattr(module, "cases", list)()]
+
+
+def all_bad_cases() -> list[BadCase]:
+    return [case for module in family_modules() for case in getattr(module, "bad_cases", list)()]
+
+
+def torch_device_of(descriptor: DeviceDescriptor) -> torch.device:
+    return torch.device(descriptor.device_type)
+
+
+def device_context(descriptor: DeviceDescriptor) -> Any:
+    """Vendors whose tensors are CPU tensors (emulations, out-of-tree test vendors) run emulated."""
+    if descriptor.device_type == "cpu" and descriptor.name != "cpu":
+        return emulate(descriptor.name)
+    import contextlib
+
+    return contextlib.nullcontext()
+
+
+def providers_for(op: str, descriptor: DeviceDescriptor) -> list[str]:
+    registry._ensure_bindings(descriptor)
+    return [impl.provider for impl in registry.implementations(op, descriptor.name)]
+
+
+# --------------------------------------------------------------------------------------------------
+# Comparison
+
+
+def tensors_in(value: Any, path: str = "") -> Iterator[tuple[str, torch.Tensor]]:
+    """Every tensor reachable from ``value`` (sequences, dicts, objects' attributes), with its path."""
+    if isinstance(value, torch.Tensor):
+        yield path, value
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            yield from tensors_in(item, f"{path}[{index}]")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from tensors_in(item, f"{path}.{key}" if path else str(key))
+    elif hasattr(value, "__dict__") and not callable(value):
+        for key, item in vars(value).items():
+            if not key.startswith("_"):
+                yield from tensors_in(item, f"{path}.{key}")
+
+
+def mismatch(path: str, got: torch.Tensor, want: torch.Tensor) -> str | None:
+    got = got.detach().to(CPU)
+    want = want.detach().to(CPU)
+    if got.shape != want.shape:
+        return f"{path}: shape {tuple(got.shape)} != {tuple(want.shape)}"
+    if got.dtype != want.dtype:
+        return f"{path}: dtype {got.dtype} != {want.dtype}"
+    tol = tolerance(got.dtype)
+    if tol is None:
+        if torch.equal(got, want):
+            return None
+        bad = (got != want).flatten().nonzero()
+        first = int(bad[0, 0])
+        return f"{path}: {len(bad)} element(s) differ; first at flat {first}: {got.flatten()[first].item()} != {want.flatten()[first].item()}"
+    if torch.allclose(got, want, rtol=tol[0], atol=tol[1], equal_nan=True):
+        return None
+    diff = (got.double() - want.double()).abs().nan_to_num(float("inf"))
+    return f"{path}: max abs difference {diff.max().item():.3g} over tolerance rtol={tol[0]} atol={tol[1]}"
+
+
+def compare(got: Any, want: Any) -> list[str]:
+    got_tensors = dict(tensors_in(got))
+    want_tensors = dict(tensors_in(want))
+    problems = []
+    if set(got_tensors) != set(want_tensors):
+        problems.append(f"different tensors: {sorted(set(got_tensors) ^ set(want_tensors))}")
+    for path in sorted(set(got_tensors) & set(want_tensors)):
+        problem = mismatch(path, got_tensors[path], want_tensors[path])
+        if problem:
+            problems.append(problem)
+    return problems
+
+
+def call(case: Case, kwargs: dict[str, Any]) -> Any:
+    return getattr(public_ops, case.op)(**kwargs)
+
+
+def _checked(case: Case, kwargs: dict[str, Any], result: Any) -> dict[str, Any]:
+    state = {name: value for name, value in kwargs.items() if name not in case.unchecked}
+    state["result"] = result
+    return state
+
+
+def reference(case: Case) -> dict[str, Any]:
+    kwargs = case.build(CPU)
+    with use_provider(case.op, registry.PORTABLE):
+        result = call(case, kwargs)
+    return _checked(case, kwargs, result)
+
+
+# --------------------------------------------------------------------------------------------------
+# Case classes
+
+
+def run_case(case: Case, device: torch.device, provider: str) -> list[str]:
+    want = reference(case)
+    problems = []
+    if case.expected is not None:
+        expected = dict(case.expected())
+        problems += [f"reference vs golden: {p}" for p in compare({k: want[k] for k in expected}, expected)]
+    kwargs = case.build(device)
+    with use_provider(case.op, provider):
+        result = call(case, kwargs)
+    problems += compare(_checked(case, kwargs, result), want)
+    return problems
+
+
+def run_bad_case(case: BadCase, device: torch.device, provider: str) -> list[str] | None:
+    """Problems, or None when the case does not apply on this device (a value check off-CPU)."""
+    if case.value_check and not value_checks_enabled(device):
+        return None
+    kwargs = case.build(device)
+    try:
+        with use_provider(case.op, provider):
+            getattr(public_ops, case.op)(**kwargs)
+    except case.error as exc:
+        if re.search(case.match, str(exc)):
+            return []
+        return [f"{type(exc).__name__} raised, but {str(exc)!r} does not match {case.match!r}"]
+    except Exception as exc:
+        return [f"expected {case.error.__name__}, got {type(exc).__name__}: {exc}"]
+    return [f"expected {case.error.__name__} matching {case.match!r}; nothing raised"]
+
+
+def signature(kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    """What must match for one case's inputs to be written into another's captured buffers."""
+    tensors = tuple((path, tuple(t.shape), t.dtype) for path, t in tensors_in(kwargs))
+    scalars = tuple((k, repr(v)) for k, v in kwargs.items() if not list(tensors_in(v)))
+    return tensors, scalars
+
+
+def run_graph_case(case: Case, partner: Case, device: torch.device, provider: str) -> list[str]:
+    """Capture a call on ``case``'s buffers, write ``partner``'s inputs (same shapes, other values)
+    into them, replay, and compare with the reference on ``partner``: no sync, no allocation, no
+    value baked into the graph."""
+    buffers = case.build(device)
+    with use_provider(case.op, provider):
+        call(case, case.build(device))  # bind and warm up outside the capture
+        runtime.synchronize(device)
+        holder: dict[str, Any] = {}
+        replay = runtime.capture_graph(lambda: holder.__setitem__("result", call(case, buffers)), device)
+    for (_, dst), (_, src) in zip(tensors_in(buffers), tensors_in(partner.build(device)), strict=True):
+        dst.copy_(src)
+    replay()
+    runtime.synchronize(device)
+    return compare(_checked(partner, buffers, holder["result"]), reference(partner))
+
+
+def graph_partner(case: Case, candidates: list[Case]) -> Case:
+    """Another case of the op with the same buffer layout (new values), else the case itself."""
+    wanted = signature(case.build(CPU))
+    for other in candidates:
+        if other is not case and other.op == case.op and signature(other.build(CPU)) == wanted:
+            return other
+    return case
+
+
+def run_compile_case(case: Case, device: torch.device, provider: str, backend: str) -> list[str]:
+    eager_kwargs = case.build(device)
+    compiled_kwargs = case.build(device)
+    with use_provider(case.op, provider):
+        eager = call(case, eager_kwargs)
+        torch._dynamo.reset()
+        compiled_fn = torch.compile(lambda kw: call(case, kw), fullgraph=True, backend=backend)
+        compiled = compiled_fn(compiled_kwargs)
+    return compare(_checked(case, compiled_kwargs, compiled), _checked(case, eager_kwargs, eager))
+
+
+# --------------------------------------------------------------------------------------------------
+# The suite
+
+
+def _outcome(
+    device: str, op: str, provider: str, case_class: str, name: str, run: Callable[[], list[str] | None]
+) -> Result:
+    try:
+        problems = run()
+    except Exception as exc:  # a crash is a failure of that case, not of the suite
+        return Result(device, op, provider, case_class, name, "fail", f"{type(exc).__name__}: {exc}")
+    if problems is None:
+        return Result(
+            device,
+            op,
+            provider,
+            case_class,
+            name,
+            "skip",
+            "value checks run only on CPU or with SPEC_HAL_DEBUG=1",
+        )
+    if problems:
+        return Result(device, op, provider, case_class, name, "fail", "; ".join(problems[:3]))
+    return Result(device, op, provider, case_class, name, "pass")
+
+
+def planned(
+    descriptor: DeviceDescriptor, selection: Selection
+) -> Iterator[tuple[str, str, str, str, Callable[[], list[str] | None]]]:
+    """(op, provider, case class, case name, thunk) for every check of the suite on a device."""
+    device = torch_device_of(descriptor)
+    cases = [c for c in all_cases() if selection.ops is None or c.op in selection.ops]
+    if selection.small_only:
+        cases = [c for c in cases if c.small]
+    bad = [c for c in all_bad_cases() if selection.ops is None or c.op in selection.ops]
+    compiled_ops: set[tuple[str, str]] = set()
+    captured_ops: set[tuple[str, str]] = set()
+    graphs = selection.graphs and runtime.supports_graph_capture(device)
+    for case in cases:
+        for provider in providers_for(case.op, descriptor):
+            yield case.op, provider, case.kind, case.name, lambda c=case, p=provider: run_case(c, device, p)
+            key = (case.op, provider)
+            if selection.compile and key not in compiled_ops and case.kind == "random":
+                compiled_ops.add(key)
+                yield (
+                    case.op,
+                    provider,
+                    "compile",
+                    case.name,
+                    lambda c=case, p=provider: run_compile_case(c, device, p, selection.compile_backend),
+                )
+            if graphs and key not in captured_ops and case.kind == "random" and provider != registry.PORTABLE:
+                captured_ops.add(key)
+                partner = graph_partner(case, cases)
+                yield (
+                    case.op,
+                    provider,
+                    "graph",
+                    case.name,
+                    lambda c=case, q=partner, p=provider: run_graph_case(c, q, device, p),
+                )
+    for bad_case in bad:
+        for provider in providers_for(bad_case.op, descriptor)[:1]:  # contracts validate before dispatch
+            yield (
+                bad_case.op,
+                provider,
+                "bad",
+                bad_case.name,
+                lambda c=bad_case, p=provider: run_bad_case(c, device, p),
+            )
+
+
+def run_suite(
+    descriptor: DeviceDescriptor,
+    selection: Selection | None = None,
+    progress: Callable[[Result], None] | None = None,
+) -> list[Result]:
+    selection = selection or Selection()
+    results = []
+    with device_context(descriptor):
+        for op, provider, case_class, name, thunk in planned(descriptor, selection):
+            result = _outcome(descriptor.name, op, provider, case_class, name, thunk)
+            results.append(result)
+            if progress is not None:
+                progress(result)
+    return results
+
+
+def report(results: list[Result], descriptor: DeviceDescriptor, seconds: float) -> dict[str, Any]:
+    from ..cli import _versions
+
+    counts: dict[str, int] = {}
+    for result in results:
+        counts[result.status] = counts.get(result.status, 0) + 1
+    return {
+        "device": descriptor.name,
+        "torch_device_type": descriptor.device_type,
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "seconds": round(seconds, 1),
+        "versions": _versions(),
+        "summary": counts,
+        "results": [r.to_json() for r in results],
+    }
