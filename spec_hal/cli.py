@@ -176,6 +176,24 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return 1 if data["summary"].get("fail") or not results else 0
 
 
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from . import bench
+    from .bench.report import plot
+
+    def progress(message: str) -> None:
+        print(f"\r{message}".ljust(80)[:80], end="", file=sys.stderr, flush=True)
+
+    data = bench.run(args.device, set(args.ops.split(",")) if args.ops else None, args.sizes, progress)
+    print("", file=sys.stderr)
+    bench.print_table(data)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=1)
+    if args.plot:
+        plot(data, args.plot)
+    return 0
+
+
 def _print_check(data: dict[str, Any]) -> None:
     table: dict[tuple[str, str], dict[str, int]] = {}
     for row in data["results"]:
@@ -216,6 +234,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--compile-backend", default="aot_eager", help="torch.compile backend (default aot_eager)"
     )
     check.set_defaults(run=_cmd_check)
+
+    bench = sub.add_parser(
+        "bench", help="time every op against the portable provider, launch floor and copy bandwidth"
+    )
+    bench.add_argument("--device", help="device to benchmark (default: the detected device)")
+    bench.add_argument("--ops", help="comma-separated op names (default: all)")
+    bench.add_argument("--sizes", choices=("quick", "full"), default="quick")
+    bench.add_argument("--json", help="write the results as JSON")
+    bench.add_argument("--plot", help="write a PNG plot (needs matplotlib: the bench extra)")
+    bench.set_defaults(run=_cmd_bench)
     return parser
 
 

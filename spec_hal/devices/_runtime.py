@@ -90,3 +90,17 @@ class TorchDeviceRuntime:
 
 
 HOST_RUNTIME = HostRuntime()
+
+    def time_each(self, calls: list[Callable[[], Any]], device: torch.device) -> list[float]:
+        """Device seconds of each call, measured with events on the current stream (benchmarks)."""
+        module = self.module
+        events = [(module.Event(enable_timing=True), module.Event(enable_timing=True)) for _ in calls]
+        for fn, (start, end) in zip(calls, events, strict=True):
+            start.record()
+            fn()
+            end.record()
+        module.synchronize(device)
+        return [start.elapsed_time(end) / 1e3 for start, end in events]
+
+    def device_name(self, device: torch.device) -> str:
+        return str(self.module.get_device_name(device))

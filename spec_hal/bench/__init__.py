@@ -1,0 +1,364 @@
+"""``spec-hal bench``: per-op timings against the portable provider, the launch floor and the copy
+bandwidth ceiling, all measured in the same run on the same device.
+
+Inputs come from the conformance builders (``spec_hal.conformance.cases.<family>.BUILDERS``), so a
+benchmarked call is a conformant call. On the CPU: wall time with warm-up and repeats (median and
+spread). On accelerators: device time with events over rotating input sets, graph-replay time, and
+eager host time per call; plus an empty Triton kernel (the launch floor) and a large
+device-to-device copy (the bandwidth ceiling).
+"""
+
+from __future__ import annotations
+
+import inspect
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from .. import ops as public_ops
+from .. import registry, runtime
+from ..conformance.runner import device_context, family_modules, tensors_in, torch_device_of
+from ..testing import use_provider
+from .naive import NAIVE_LOOPS
+
+#: Typical sizes of the spec (§J); "full" adds the large ones for bandwidth-bound ops.
+QUICK_SIZES = [{"bs": 1}, {"bs": 64}, {"bs": 256}]
+FULL_SIZES = [{"bs": b} for b in (1, 8, 64, 256, 512)]
+LARGE_SIZES: dict[str, list[dict[str, Any]]] = {
+    "move_kv_cache": [{"bs": 256, "num_layers": 60}, {"bs": 2048, "num_layers": 60}],
+    "move_accept_tokens_to_target_kvcache": [{"bs": 256, "num_layers": 60}],
+    "scatter_mamba_states_after_mtp_verify": [{"bs": 8, "num_layers": 48}, {"bs": 64, "num_layers": 48}],
+}
+
+
+@dataclass
+class Timing:
+    median_us: float
+    spread_us: float  # interquartile range
+
+
+def _timing(samples_s: list[float]) -> Timing:
+    samples = sorted(s * 1e6 for s in samples_s)
+    quartiles = (
+        statistics.quantiles(samples, n=4) if len(samples) >= 4 else [samples[0], samples[0], samples[-1]]
+    )
+    return Timing(statistics.median(samples), quartiles[2] - quartiles[0])
+
+
+def time_host(
+    fn: Callable[[], Any], *, warmup: int = 3, repeats: int = 20, min_seconds: float = 0.05
+) -> Timing:
+    """Wall time per call (CPU work, or host time of an asynchronous launch)."""
+    for _ in range(warmup):
+        fn()
+    samples = []
+    deadline = time.perf_counter() + min_seconds
+    while len(samples) < repeats or (time.perf_counter() < deadline and len(samples) < 2000):
+        started = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - started)
+    return _timing(samples)
+
+
+def time_device(calls: list[Callable[[], Any]], device: torch.device, *, repeats: int = 50) -> Timing:
+    """Device time per call with events, rotating over ``calls`` (distinct input sets)."""
+    rt = registry.runtime_of(registry.vendor_for(device.type))
+    for fn in calls:
+        fn()
+    runtime.synchronize(device)
+    samples = rt.time_each([calls[i % len(calls)] for i in range(repeats)], device)  # type: ignore[attr-defined]
+    return _timing(samples)
+
+
+def time_graph(
+    fn: Callable[[], Any], device: torch.device, *, calls_per_graph: int = 20, repeats: int = 20
+) -> Timing:
+    """Device time per call when ``calls_per_graph`` calls replay from one captured graph."""
+    replay = runtime.capture_graph(lambda: [fn() for _ in range(calls_per_graph)], device)
+    rt = registry.runtime_of(registry.vendor_for(device.type))
+    samples = rt.time_each([replay] * repeats, device)  # type: ignore[attr-defined]
+    return _timing([s / calls_per_graph for s in samples])
+
+
+def builders() -> dict[str, Callable[..., dict[str, Any]]]:
+    found: dict[str, Callable[..., dict[str, Any]]] = {}
+    for module in family_modules():
+        found.update(getattr(module, "BUILDERS", {}))
+    return found
+
+
+def _accepted(builder: Callable[..., Any], sizes: dict[str, Any]) -> dict[str, Any]:
+    params = inspect.signature(builder).parameters
+    return {k: v for k, v in sizes.items() if k in params}
+
+
+def sizes_for(op: str, builder: Callable[..., Any], which: str) -> Iterator[dict[str, Any]]:
+    seen = []
+    base = QUICK_SIZES if which == "quick" else FULL_SIZES + LARGE_SIZES.get(op, [])
+    for sizes in base:
+        accepted = _accepted(builder, sizes)
+        if accepted and accepted not in seen:
+            seen.append(accepted)
+            yield accepted
+
+
+def bytes_moved(op: str, kwargs: dict[str, Any]) -> int:
+    """Bytes read + written, per §P's formula where the tensors' sizes overstate it (moves touch only
+    the moved rows), else every tensor argument read or written once."""
+    if op in ("move_kv_cache", "move_accept_tokens_to_target_kvcache"):
+        kv = kwargs["kv"]
+        pools = kv if isinstance(kv, (list, tuple)) else [kv]
+        lanes = (
+            int((kwargs["tgt_loc"] >= 0).sum())
+            if "tgt_loc" in kwargs
+            else int(kwargs["num_correct_drafts"].sum()) + kwargs["num_correct_drafts"].numel()
+        )
+        return sum(2 * lanes * len(p.buffers) * p.row_bytes for p in pools)
+    if op == "scatter_mamba_states_after_mtp_verify":
+        steps = kwargs["last_correct_step_indices"]
+        lanes = int((steps >= 0).sum())
+        per_lane = kwargs["ssm_states"][0, 0].nbytes + sum(c[0, 0].nbytes for c in kwargs["conv_states"])
+        return 2 * lanes * kwargs["ssm_states"].shape[0] * per_lane
+    return sum(t.nbytes for _, t in tensors_in(kwargs))
+
+
+def _git_commit() -> str | None:
+    try:
+        return (
+            subprocess.run(
+                ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5
+            ).stdout.strip()
+            or None
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _call(op: str, kwargs: dict[str, Any]) -> Callable[[], Any]:
+    fn = getattr(public_ops, op)
+    return lambda: fn(**kwargs)
+
+
+def _measure(
+    op: str,
+    builder: Callable[..., dict[str, Any]],
+    sizes: dict[str, Any],
+    device: torch.device,
+    provider: str,
+) -> dict[str, Any]:
+    inputs = [
+        builder(device, seed=seed, **sizes)
+        if "seed" in inspect.signature(builder).parameters
+        else builder(device, **sizes)
+        for seed in range(3)
+    ]
+    row: dict[str, Any] = {}
+    with use_provider(op, provider):
+        calls = [_call(op, kwargs) for kwargs in inputs]
+        if device.type == "cpu":
+            row["time"] = time_host(calls[0])
+        else:
+            row["time"] = time_device(calls, device)
+            row["host"] = time_host(calls[0])
+            if runtime.supports_graph_capture(device):
+                try:
+                    row["graph"] = time_graph(calls[0], device)
+                except Exception as exc:  # an uncapturable provider is a finding, not a crash
+                    row["graph_error"] = f"{type(exc).__name__}: {exc}"
+    row["bytes"] = bytes_moved(op, inputs[0])
+    return row
+
+
+def dispatch_overhead(device: torch.device) -> dict[str, float]:
+    """Host time of ``spec_hal.ops.fast_topk`` pieces: the public call, ``dispatch`` (lookup + call),
+    and the bound provider called directly. Overhead = dispatch - direct."""
+    from ..ops.sampling import _fast_topk_portable as op
+
+    values = torch.randn(8, 64, device=device)
+    out_values = torch.empty(8, 4, device=device)
+    out_indices = torch.empty(8, 4, dtype=torch.int64, device=device)
+    bound = op.bind(device, None)
+    public = time_host(lambda: public_ops.fast_topk(values, 4, out=(out_values, out_indices)), repeats=2000)
+    dispatch = time_host(lambda: op.dispatch(device, values, 4, 1, out_values, out_indices), repeats=2000)
+    direct = time_host(lambda: bound(values, 4, 1, out_values, out_indices), repeats=2000)
+    return {
+        "public_us": public.median_us,
+        "dispatch_us": dispatch.median_us,
+        "direct_us": direct.median_us,
+        "dispatch_overhead_us": dispatch.median_us - direct.median_us,
+        "validation_us": public.median_us - dispatch.median_us,
+    }
+
+
+def run(
+    device_name: str | None = None,
+    ops: set[str] | None = None,
+    which: str = "quick",
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    from ..cli import _versions
+
+    descriptor = registry.device(device_name) if device_name else registry.current_device()
+    device = torch_device_of(descriptor)
+    rows: list[dict[str, Any]] = []
+    data: dict[str, Any] = {
+        "device": descriptor.name,
+        "device_name": _device_name(descriptor, device),
+        "date": time.strftime("%Y-%m-%d"),
+        "commit": _git_commit(),
+        "sizes": which,
+        "versions": _versions(),
+        "rows": rows,
+    }
+    with device_context(descriptor):
+        if device.type != "cpu":
+            data["launch_floor_us"] = _launch_floor(device)
+            data["copy_bandwidth_gbs"] = _copy_bandwidth(device)
+        data["dispatch"] = dispatch_overhead(device)
+        plan = [
+            (op, b, s)
+            for op, b in sorted(builders().items())
+            if ops is None or op in ops
+            for s in sizes_for(op, b, which)
+        ]
+        for index, (op, builder, sizes) in enumerate(plan, 1):
+            if progress:
+                progress(f"[{index}/{len(plan)}] {op} {sizes}")
+            providers = [i.provider for i in registry.implementations(op, descriptor.name)]
+            portable_time = None
+            for provider in sorted(providers, key=lambda p: p != registry.PORTABLE):
+                measured = _measure(op, builder, sizes, device, provider)
+                row = _row(op, provider, sizes, measured, registry.ops()[op].op_class, data)
+                if provider == registry.PORTABLE:
+                    portable_time = row["time_us"]
+                row["speedup_vs_portable"] = (
+                    round(portable_time / row["time_us"], 2) if portable_time else None
+                )
+                rows.append(row)
+            naive = NAIVE_LOOPS.get(op)
+            if naive is not None and device.type == "cpu":
+                kwargs = builder(device, **sizes)
+                timing = time_host(lambda n=naive, kw=kwargs: n(**kw), repeats=5, warmup=1, min_seconds=0.0)
+                rows.append(
+                    {
+                        "op": op,
+                        "provider": "naive-loop",
+                        "size": _size_label(sizes),
+                        "time_us": round(timing.median_us, 2),
+                        "spread_us": round(timing.spread_us, 2),
+                        "speedup_vs_portable": round(portable_time / timing.median_us, 3)
+                        if portable_time
+                        else None,
+                    }
+                )
+    return data
+
+
+def _size_label(sizes: dict[str, Any]) -> str:
+    return " ".join(f"{k}={v}" for k, v in sizes.items())
+
+
+def _row(
+    op: str,
+    provider: str,
+    sizes: dict[str, Any],
+    measured: dict[str, Any],
+    op_class: str,
+    data: dict[str, Any],
+) -> dict[str, Any]:
+    timing: Timing = measured["time"]
+    row: dict[str, Any] = {
+        "op": op,
+        "provider": provider,
+        "class": op_class,
+        "size": _size_label(sizes),
+        "time_us": round(timing.median_us, 2),
+        "spread_us": round(timing.spread_us, 2),
+        "bytes": measured["bytes"],
+    }
+    if "host" in measured:
+        row["host_us"] = round(measured["host"].median_us, 2)
+    if "graph" in measured:
+        row["graph_us"] = round(measured["graph"].median_us, 2)
+        if data.get("launch_floor_us"):
+            row["x_floor"] = round(row["graph_us"] / data["launch_floor_us"], 2)
+    if "graph_error" in measured:
+        row["note"] = measured["graph_error"]
+    if data.get("copy_bandwidth_gbs") and op_class == "bandwidth":
+        achieved = measured["bytes"] / (timing.median_us * 1e-6) / 1e9
+        row["pct_copy_bw"] = round(100 * achieved / data["copy_bandwidth_gbs"], 1)
+    return row
+
+
+def _device_name(descriptor: registry.DeviceDescriptor, device: torch.device) -> str:
+    if device.type == "cpu":
+        import platform
+
+        return f"{platform.processor() or platform.machine()} ({torch.get_num_threads()} threads)"
+    rt = registry.runtime_of(descriptor)
+    return str(getattr(rt, "device_name", lambda d: descriptor.name)(device))
+
+
+def _launch_floor(device: torch.device) -> float | None:
+    try:
+        from ..kernels.triton.empty import launch_empty
+    except ImportError:
+        return None
+    marker = torch.zeros(1, device=device)
+    return time_graph(lambda: launch_empty(marker), device, calls_per_graph=50).median_us
+
+
+def _copy_bandwidth(device: torch.device, nbytes: int = 1 << 30) -> float:
+    """Device-to-device copy bandwidth in GB/s, counting bytes read plus bytes written."""
+    src = torch.empty(nbytes, dtype=torch.uint8, device=device).random_()
+    dst = torch.empty_like(src)
+    timing = time_device([lambda: dst.copy_(src)], device, repeats=20)
+    return 2 * nbytes / (timing.median_us * 1e-6) / 1e9
+
+
+def print_table(data: dict[str, Any], stream: Any = sys.stdout) -> None:
+    print(
+        f"spec-hal bench on {data['device']} ({data['device_name']}), {data['date']}, commit {data['commit']}, "
+        f"torch {data['versions']['torch']}, triton {data['versions']['triton']}",
+        file=stream,
+    )
+    if data.get("launch_floor_us") is not None:
+        print(
+            f"launch floor (empty Triton kernel, graph replay): {data['launch_floor_us']:.2f} us", file=stream
+        )
+    if data.get("copy_bandwidth_gbs"):
+        print(f"device-to-device copy bandwidth: {data['copy_bandwidth_gbs']:.0f} GB/s", file=stream)
+    d = data["dispatch"]
+    print(
+        f"dispatch: public call {d['public_us']:.2f} us = validation {d['validation_us']:.2f} + dispatch overhead "
+        f"{d['dispatch_overhead_us']:.2f} + provider {d['direct_us']:.2f} (fast_topk)",
+        file=stream,
+    )
+    columns = [
+        "op",
+        "provider",
+        "size",
+        "time_us",
+        "spread_us",
+        "speedup_vs_portable",
+        "graph_us",
+        "x_floor",
+        "host_us",
+        "pct_copy_bw",
+        "note",
+    ]
+    present = [c for c in columns if any(c in row for row in data["rows"])]
+    widths = (
+        {c: max(len(c), *(len(str(row.get(c, ""))) for row in data["rows"])) for c in present}
+        if data["rows"]
+        else {}
+    )
+    print("  ".join(c.ljust(widths[c]) for c in present), file=stream)
+    for row in data["rows"]:
+        print("  ".join(str(row.get(c, "")).ljust(widths[c]) for c in present), file=stream)

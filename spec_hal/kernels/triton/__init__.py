@@ -1,0 +1,1 @@
+"""The shared Triton kernel family (importable only where Triton is installed)."""

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# One call on the H200 (through the device tool), at most ~9 minutes: install spec_hal without touching
+# the image's torch, smoke-test the import, prove fork safety, run the conformance suite on cuda and
+# the benchmarks. Reports land in $OUT; so does a tar of the Triton cache, which the next call can
+# carry back (as .cache/triton.tar) to skip recompiling. Later issues extend this script, not copy it.
+set -uo pipefail
+export PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/spec_hal_out}
+mkdir -p "$OUT"
+if [ -f .cache/triton.tar ]; then mkdir -p ~/.triton && tar -xf .cache/triton.tar -C ~/.triton; fi
+step() { echo; echo "=== $* ($(date +%T))"; }
+
+step install
+python3 -m pip install -q --no-deps --no-build-isolation . 2>&1 | tail -2
+python3 -c "import torch, triton, spec_hal; print('torch', torch.__version__, 'triton', triton.__version__, 'spec_hal', spec_hal.__version__, 'device', spec_hal.current_device().name)" || exit 1
+
+step fork-safety
+python3 tools/fork_check.py 2>&1 | tee "$OUT/fork_check.log"
+
+step "spec-hal info"
+python3 -m spec_hal info > "$OUT/info.txt" 2>&1; tail -n +1 "$OUT/info.txt" | head -20
+
+step conformance
+timeout "${CHECK_TIMEOUT:-300}" python3 -m spec_hal check --device cuda --report "$OUT/conformance-cuda.json" 2>&1 | tee "$OUT/check.log" | tail -60
+
+step bench
+timeout "${BENCH_TIMEOUT:-200}" python3 -m spec_hal bench --device cuda --sizes "${BENCH_SIZES:-full}" \
+    --json "$OUT/bench-h200.json" --plot "$OUT/bench-h200.png" 2>/dev/null | tee "$OUT/bench.log" | tail -80
+
+step triton-cache
+tar -cf "$OUT/triton-cache.tar" -C ~/.triton cache 2>/dev/null && ls -la "$OUT"
