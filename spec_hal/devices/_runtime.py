@@ -88,9 +88,6 @@ class TorchDeviceRuntime:
             fn()
         return graph.replay
 
-
-HOST_RUNTIME = HostRuntime()
-
     def time_each(self, calls: list[Callable[[], Any]], device: torch.device) -> list[float]:
         """Device seconds of each call, measured with events on the current stream (benchmarks)."""
         module = self.module
@@ -104,3 +101,6 @@ HOST_RUNTIME = HostRuntime()
 
     def device_name(self, device: torch.device) -> str:
         return str(self.module.get_device_name(device))
+
+
+HOST_RUNTIME = HostRuntime()
