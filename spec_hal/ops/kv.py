@@ -1,3 +1,439 @@
-"""Placeholder: filled by its op family."""
+"""Family B: KV data movement (spec ops.md §B and §P).
 
-__all__: list[str] = []
+``KVBuffers`` groups same-shape buffers (per-layer K, V or MLA latent) so one call moves a row in
+all of them. ``move_kv_cache`` is the move itself; ``move_accept_tokens_to_target_kvcache`` computes
+the (target, source) slot lists of the accepted tokens and then moves them with ``move_kv_cache``.
+
+Contracts and portable references live together: the ``_portable`` functions decorated with
+``define_op`` are the provider signatures; the public functions validate and dispatch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+from ..opdef import define_op
+from ..runtime import is_capturing
+from ..validation import (
+    check_index,
+    check_non_negative,
+    check_output,
+    check_range,
+    check_tensor,
+    common_device,
+    new_output,
+    value_checks_enabled,
+)
+
+__all__ = ["KVBuffers", "move_kv_cache", "move_accept_tokens_to_target_kvcache"]
+
+# Vectorised copy providers move 16-byte words: rows and buffers must sit on that boundary.
+_VECTOR_BYTES = 16
+
+
+def _trailing_dims_contiguous(tensor: Tensor, first_dim: int) -> bool:
+    """Whether dims ``first_dim..`` of ``tensor`` are laid out contiguously (size-1 dims ignored)."""
+    expected = 1
+    for size, stride in zip(
+        reversed(tensor.shape[first_dim:]), reversed(tensor.stride()[first_dim:]), strict=True
+    ):
+        if size != 1 and stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def _redirect_masked_lanes(valid: Tensor, *lane_indices: Tensor) -> tuple[Tensor, ...]:
+    """Give every masked lane the indices of the first valid lane (lane 0's when none is valid).
+
+    A masked lane then repeats exactly the write of a valid lane (same target, same bytes), so
+    duplicates are harmless and nothing outside the valid lanes changes: a mask without a host sync
+    or a data-dependent shape. The caller makes lane 0's indices harmless for the all-masked case.
+    """
+    first = valid.to(torch.uint8).argmax().view(1)  # a tensor index: no host sync
+    return tuple(torch.where(valid, index, index.index_select(0, first)) for index in lane_indices)
+
+
+# --------------------------------------------------------------------------------------------------
+# The KVBuffers type
+
+
+class KVBuffers:
+    """Same-shape buffers ``[slots, *row]`` whose row ``i`` is moved together (K and V of every layer).
+
+    Built once, outside graph capture: it keeps the list, the table of the buffers' data pointers
+    (an int64 tensor on their device, for kernels that move every buffer in one launch), and whether
+    a 16-byte vectorised copy can serve it. Each row must be contiguous in memory; the slot stride
+    may exceed the row (views into one fused K/V tensor). The buffers must not be reallocated while
+    the object is in use (the pointer table would go stale).
+
+    Attributes:
+        buffers: the tensors, in the given order.
+        num_slots: ``buffers[0].shape[0]``.
+        row_shape: ``buffers[0].shape[1:]``.
+        row_bytes: bytes of one row of one buffer.
+        ptr_table: ``[len(buffers)]`` int64 data pointers on the buffers' device.
+        vectorizable: rows, slot strides and buffers all 16-byte aligned (a vectorised provider
+            declines the others; the registry records that as a fallback).
+    """
+
+    __slots__ = ("buffers", "num_slots", "row_shape", "row_bytes", "ptr_table", "vectorizable")
+
+    def __init__(self, buffers: Sequence[Tensor]) -> None:
+        if not isinstance(buffers, (list, tuple)):
+            raise TypeError(f"buffers: expected a list of tensors, got {type(buffers).__name__}")
+        if not buffers:
+            raise ValueError("buffers: expected a non-empty list of tensors")
+        first = check_tensor("buffers[0]", buffers[0])
+        if first.dim() == 0:
+            raise ValueError("buffers[0]: expected a [slots, *row] tensor, got a scalar")
+        for i, buffer in enumerate(buffers):
+            name = f"buffers[{i}]"
+            check_tensor(name, buffer, dtype=first.dtype, shape=first.shape)
+            if buffer.device != first.device:
+                raise ValueError(
+                    f"{name}: expected device {first.device} (the device of buffers[0]), got {buffer.device}"
+                )
+            if not _trailing_dims_contiguous(buffer, 1):
+                raise ValueError(f"{name}: each row must be contiguous in memory (strides {buffer.stride()})")
+            row_numel = buffer.shape[1:].numel()
+            if buffer.shape[0] > 1 and buffer.stride(0) < row_numel:
+                raise ValueError(
+                    f"{name}: rows overlap (slot stride {buffer.stride(0)} < row size {row_numel})"
+                )
+        if is_capturing(first.device):
+            raise ValueError(
+                "buffers: build KVBuffers outside graph capture (it allocates its pointer table)"
+            )
+        pointers = [buffer.data_ptr() for buffer in buffers]
+        if first.device.type != "meta" and len(set(pointers)) != len(pointers):
+            raise ValueError("buffers: the same memory is listed twice (it would be moved twice)")
+        element_size = first.element_size()
+        self.buffers: list[Tensor] = list(buffers)
+        self.num_slots: int = first.shape[0]
+        self.row_shape = torch.Size(first.shape[1:])
+        self.row_bytes: int = self.row_shape.numel() * element_size
+        self.ptr_table: Tensor = torch.tensor(pointers, dtype=torch.int64, device=first.device)
+        self.vectorizable: bool = (
+            self.row_bytes % _VECTOR_BYTES == 0
+            and all(pointer % _VECTOR_BYTES == 0 for pointer in pointers)
+            and all(
+                self.num_slots <= 1 or buffer.stride(0) * element_size % _VECTOR_BYTES == 0
+                for buffer in buffers
+            )
+        )
+
+    @property
+    def device(self) -> torch.device:
+        return self.buffers[0].device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.buffers[0].dtype
+
+    def __len__(self) -> int:
+        return len(self.buffers)
+
+    def __repr__(self) -> str:
+        return (
+            f"KVBuffers({len(self.buffers)} x [{self.num_slots}, {', '.join(map(str, self.row_shape))}] "
+            f"{str(self.dtype).replace('torch.', '')} on {self.device}, row_bytes={self.row_bytes}, "
+            f"vectorizable={self.vectorizable})"
+        )
+
+
+def _kv_list(kv: object) -> list[KVBuffers]:
+    if isinstance(kv, KVBuffers):
+        return [kv]
+    if isinstance(kv, (list, tuple)) and kv and all(isinstance(item, KVBuffers) for item in kv):
+        return list(kv)
+    raise TypeError(f"kv: expected a KVBuffers or a non-empty list of KVBuffers, got {type(kv).__name__}")
+
+
+def _kv_devices(kvs: list[KVBuffers]) -> dict[str, Tensor]:
+    return {f"kv[{i}]": item.buffers[0] for i, item in enumerate(kvs)}
+
+
+# --------------------------------------------------------------------------------------------------
+# B1 move_kv_cache
+
+
+def _move_variant(
+    buffers: list[Tensor],
+    ptr_table: Tensor,
+    vectorizable: bool,
+    tgt_loc: Tensor,
+    src_loc: Tensor,
+    segment_lens: Tensor | None,
+) -> tuple[object, ...]:
+    return (tgt_loc.dtype, src_loc.dtype, None if segment_lens is None else segment_lens.dtype, vectorizable)
+
+
+@define_op(
+    "move_kv_cache",
+    mutates=("buffers",),
+    op_class="bandwidth",
+    bytes_moved="2*N*len(buffers)*row_bytes per KVBuffers",
+    variant=_move_variant,
+)
+def _move_kv_cache_portable(
+    buffers: list[Tensor],
+    ptr_table: Tensor,
+    vectorizable: bool,
+    tgt_loc: Tensor,
+    src_loc: Tensor,
+    segment_lens: Tensor | None,
+) -> None:
+    # One gather of every lane's source row per buffer, then one scatter: every read of the call
+    # precedes every write, which is the per-segment gather-then-scatter of the contract (and more,
+    # since segments never overlap each other). segment_lens only matters to kernels that stage
+    # one segment at a time; the pointer table to kernels that move all buffers in one launch.
+    num_slots = buffers[0].shape[0]
+    if tgt_loc.numel() == 0 or num_slots == 0:
+        return
+    tgt = tgt_loc.long()
+    src = src_loc.long()
+    valid = (tgt >= 0) & (tgt < num_slots) & (src >= 0) & (src < num_slots)
+    # Lane 0 masked too means no lane is valid: it becomes slot 0 copied onto itself (same bytes).
+    tgt_safe, src_safe = _redirect_masked_lanes(valid, torch.where(valid, tgt, 0), torch.where(valid, src, 0))
+    for buffer in buffers:
+        buffer.index_copy_(0, tgt_safe, buffer.index_select(0, src_safe))
+
+
+def _check_move_values(
+    kvs: list[KVBuffers],
+    tgt_loc: Tensor,
+    src_loc: Tensor,
+    segment_lens: Tensor | None,
+    tgt_name: str = "tgt_loc",
+    src_name: str = "src_loc",
+) -> None:
+    """Slot ranges, segment lengths, and no slot written twice or written by one segment and read by another."""
+    num_slots = min(item.num_slots for item in kvs)
+    check_range(tgt_name, tgt_loc, 0, num_slots, allow=-1)
+    check_range(src_name, src_loc, 0, num_slots, allow=-1)
+    lanes = tgt_loc.numel()
+    if segment_lens is None:
+        segment_of_lane = torch.zeros(lanes, dtype=torch.int64, device=tgt_loc.device)
+    else:
+        check_non_negative("segment_lens", segment_lens)
+        total = int(segment_lens.sum())
+        if total != lanes:
+            raise ValueError(
+                f"segment_lens: expected lengths summing to the {lanes} lanes of tgt_loc, got {total}"
+            )
+        segment_ids = torch.arange(segment_lens.numel(), device=tgt_loc.device)
+        segment_of_lane = torch.repeat_interleave(segment_ids, segment_lens.long())
+    moved = (tgt_loc != -1) & (src_loc != -1)
+    targets, order = tgt_loc[moved].long().sort()
+    if targets.numel() == 0:
+        return
+    repeated = targets[1:] == targets[:-1]
+    if bool(repeated.any()):
+        slot = int(targets[1:][repeated][0])
+        raise ValueError(f"{tgt_name}: slot {slot} is the target of more than one lane")
+    segment_of_target = segment_of_lane[moved][order]
+    sources = src_loc[moved].long()
+    found = torch.searchsorted(targets, sources).clamp(max=targets.numel() - 1)
+    crossing = (targets[found] == sources) & (segment_of_target[found] != segment_of_lane[moved])
+    if bool(crossing.any()):
+        slot = int(sources[crossing][0])
+        raise ValueError(
+            f"{src_name}: slot {slot} is read by one segment and written by another (segments must not overlap)"
+        )
+
+
+def _move_rows(
+    kvs: list[KVBuffers], device: torch.device, tgt_loc: Tensor, src_loc: Tensor, segment_lens: Tensor | None
+) -> None:
+    for item in kvs:
+        _move_kv_cache_portable.dispatch(
+            device, item.buffers, item.ptr_table, item.vectorizable, tgt_loc, src_loc, segment_lens
+        )
+
+
+def move_kv_cache(
+    kv: KVBuffers | list[KVBuffers],
+    tgt_loc: Tensor,
+    src_loc: Tensor,
+    segment_lens: Tensor | None = None,
+) -> KVBuffers | list[KVBuffers]:
+    """Copy KV row ``src_loc[i]`` onto row ``tgt_loc[i]`` in every buffer of ``kv``.
+
+    Used after verify to move accepted draft tokens' KV to their committed slots (spec v2), and by
+    pools that compact or relocate KV. Within each segment (a run of consecutive lanes) the result is
+    as if every source row were read before any target row is written, whatever the overlap; rows of
+    different segments must not overlap (targets of one segment may be neither targets nor sources
+    of another; sharing sources is fine). Lanes whose target or source is -1 are skipped.
+
+    Args:
+        kv: a :class:`KVBuffers` or a list of them (all on one device, sharing the slot ids).
+        tgt_loc: ``[N]`` int32/int64 target slots, -1 = skip.
+        src_loc: ``[N]`` int32/int64 source slots, -1 = skip.
+        segment_lens: ``[n_seg]`` int32/int64 lengths of consecutive lane runs summing to N;
+            None = one segment of all N lanes.
+
+    Returns:
+        ``kv``, its buffers updated in place.
+    """
+    kvs = _kv_list(kv)
+    check_index("tgt_loc", tgt_loc)
+    check_index("src_loc", src_loc, shape=(tgt_loc.shape[0],))
+    if segment_lens is not None:
+        check_index("segment_lens", segment_lens)
+    device = common_device(**_kv_devices(kvs), tgt_loc=tgt_loc, src_loc=src_loc, segment_lens=segment_lens)
+    if value_checks_enabled(device):
+        _check_move_values(kvs, tgt_loc, src_loc, segment_lens)
+    if tgt_loc.numel():
+        _move_rows(kvs, device, tgt_loc, src_loc, segment_lens)
+    return kv
+
+
+# --------------------------------------------------------------------------------------------------
+# B2 move_accept_tokens_to_target_kvcache
+
+
+def _accept_locs_variant(*args: Tensor) -> tuple[torch.dtype, ...]:
+    # req_pool_indices, seq_lens, num_correct_drafts, accept_index, out_cache_loc (req_to_token is int32)
+    return tuple(args[i].dtype for i in (0, 2, 3, 4, 5))
+
+
+@define_op(
+    "move_accept_tokens_to_target_kvcache",
+    mutates=("tgt_loc", "src_loc"),
+    op_class="bandwidth",
+    bytes_moved="2*sum(ncd+1)*len(buffers)*row_bytes per KVBuffers (the move_kv_cache that follows)",
+    variant=_accept_locs_variant,
+)
+def _accept_locs_portable(
+    req_pool_indices: Tensor,
+    req_to_token: Tensor,
+    seq_lens: Tensor,
+    num_correct_drafts: Tensor,
+    accept_index: Tensor,
+    out_cache_loc: Tensor,
+    tgt_loc: Tensor,
+    src_loc: Tensor,
+) -> None:
+    # Lane (b, j) moves accepted node j of request b from its draft slot to committed position
+    # seq_lens[b] + j. Lanes past ncd[b], -1 nodes and any out-of-range index are padded with -1
+    # (and never used to read out of bounds).
+    num_requests, pool_len = req_to_token.shape
+    if req_to_token.numel() == 0 or out_cache_loc.numel() == 0:
+        tgt_loc.fill_(-1)
+        src_loc.fill_(-1)
+        return
+    bs, width = accept_index.shape
+    lane = torch.arange(width, device=accept_index.device)
+    request_row = req_pool_indices.long()[:, None].expand(bs, width)
+    column = seq_lens.long()[:, None] + lane
+    node = accept_index.long()
+    accepted = (
+        (lane <= num_correct_drafts.long()[:, None])
+        & (node >= 0)
+        & (node < out_cache_loc.numel())
+        & (request_row >= 0)
+        & (request_row < num_requests)
+        & (column >= 0)
+        & (column < pool_len)
+    )
+    target = req_to_token[torch.where(accepted, request_row, 0), torch.where(accepted, column, 0)]
+    source = out_cache_loc[torch.where(accepted, node, 0)]
+    tgt_loc.copy_(torch.where(accepted, target.long(), -1).flatten())
+    src_loc.copy_(torch.where(accepted, source.long(), -1).flatten())
+
+
+def move_accept_tokens_to_target_kvcache(
+    kv: KVBuffers | list[KVBuffers],
+    req_pool_indices: Tensor,
+    req_to_token: Tensor,
+    seq_lens: Tensor,
+    num_correct_drafts: Tensor,
+    accept_index: Tensor,
+    out_cache_loc: Tensor,
+    tgt_loc: Tensor | None = None,
+    src_loc: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    """Move the KV of each request's accepted tokens from their draft slots to their committed slots.
+
+    Spec v2 reserves KV ahead and verifies the draft tree in scratch slots (``out_cache_loc``);
+    after verify the accepted path (root + ``ncd[b]`` drafts) of request b is moved to
+    ``req_to_token[rpi[b], seq_lens[b] + j]``, j = 0..ncd[b]. The slot lists are built with one
+    segment of W lanes per request, -1 padded, then moved with :func:`move_kv_cache`.
+
+    Args:
+        kv: a :class:`KVBuffers` or a list of them.
+        req_pool_indices: ``[bs]`` int32/int64 rows of ``req_to_token``.
+        req_to_token: ``[R, P]`` int32 slot map.
+        seq_lens: ``[bs]`` int32/int64 committed lengths before this step.
+        num_correct_drafts: ``[bs]`` int32/int64 accepted drafts (bonus excluded), ``< W``.
+        accept_index: ``[bs, W]`` int32/int64 flat node ids of the accepted path, root first, -1 padded.
+        out_cache_loc: ``[bs*D]`` int32/int64 draft slots of the verify step.
+        tgt_loc, src_loc: optional ``[bs*W]`` int64 outputs.
+
+    Returns:
+        ``(tgt_loc, src_loc)``: lane ``b*W + j`` holds the target and source slot of accepted node j
+        of request b, -1 for lanes not moved.
+    """
+    kvs = _kv_list(kv)
+    check_index("accept_index", accept_index, ndim=2)
+    bs, width = accept_index.shape
+    check_index("req_pool_indices", req_pool_indices, shape=(bs,))
+    check_tensor("req_to_token", req_to_token, dtype=torch.int32, ndim=2)
+    check_index("seq_lens", seq_lens, shape=(bs,))
+    check_index("num_correct_drafts", num_correct_drafts, shape=(bs,))
+    check_index("out_cache_loc", out_cache_loc)
+    device = common_device(
+        **_kv_devices(kvs),
+        req_pool_indices=req_pool_indices,
+        req_to_token=req_to_token,
+        seq_lens=seq_lens,
+        num_correct_drafts=num_correct_drafts,
+        accept_index=accept_index,
+        out_cache_loc=out_cache_loc,
+    )
+    lanes = bs * width
+    outputs = []
+    for name, given in (("tgt_loc", tgt_loc), ("src_loc", src_loc)):
+        if given is None:
+            outputs.append(new_output((lanes,), torch.int64, device))
+        else:
+            outputs.append(check_output(name, given, dtype=torch.int64, device=device, shape=(lanes,)))
+    tgt_loc, src_loc = outputs
+    if bs == 0:
+        return tgt_loc, src_loc
+    checking = value_checks_enabled(device)
+    if checking:
+        num_requests, pool_len = req_to_token.shape
+        check_range("req_pool_indices", req_pool_indices, 0, num_requests)
+        check_non_negative("seq_lens", seq_lens)
+        check_range("num_correct_drafts", num_correct_drafts, 0, width)
+        last_column = seq_lens.long() + num_correct_drafts.long()
+        if bool((last_column >= pool_len).any()):
+            raise ValueError(
+                f"seq_lens: seq_lens + num_correct_drafts must stay below req_to_token.shape[1] = {pool_len}, "
+                f"found {int(last_column.max())}"
+            )
+        check_range("accept_index", accept_index, 0, out_cache_loc.numel(), allow=-1)
+    _accept_locs_portable.dispatch(
+        device,
+        req_pool_indices,
+        req_to_token,
+        seq_lens,
+        num_correct_drafts,
+        accept_index,
+        out_cache_loc,
+        tgt_loc,
+        src_loc,
+    )
+    # One segment per request: a kernel can hold a request's W rows before writing them.
+    segment_lens = torch.full((bs,), width, dtype=torch.int64, device=device)
+    if checking:
+        _check_move_values(
+            kvs, tgt_loc, src_loc, segment_lens, "req_to_token (target slots)", "out_cache_loc (source slots)"
+        )
+    _move_rows(kvs, device, tgt_loc, src_loc, segment_lens)
+    return tgt_loc, src_loc

@@ -1,3 +1,476 @@
-"""Placeholder: filled by its op family."""
+"""Family G: hybrid linear-attention (mamba / GDN / KDA) state commit after verify (spec ops.md §G).
 
-__all__: list[str] = []
+During TARGET_VERIFY the model writes the recurrent state after every draft step into scratch
+(``intermediate_ssm``, ``intermediate_conv_windows``) and leaves the persistent cache lines alone.
+After acceptance the state after the last accepted step is copied into each request's cache line
+(and, with prefix-cache tracking, the state at the last ``track_interval`` boundary into a tracking
+line). G1 computes those steps, G2 copies the states, G3 composes the two over a
+:class:`MambaVerifyStates`.
+
+Contracts and portable references live together: the ``_portable`` functions decorated with
+``define_op`` are the provider signatures; the public functions validate and dispatch.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+import torch
+from torch import Tensor
+
+from ..opdef import define_op
+from ..validation import (
+    check_index,
+    check_non_negative,
+    check_output,
+    check_positive_int,
+    check_range,
+    check_tensor,
+    common_device,
+    new_output,
+    value_checks_enabled,
+)
+from .kv import _redirect_masked_lanes, _trailing_dims_contiguous
+
+__all__ = [
+    "MambaVerifyStates",
+    "verify_commit_step_indices",
+    "scatter_mamba_states_after_mtp_verify",
+    "commit_mamba_states_after_verify",
+]
+
+
+@runtime_checkable
+class MambaVerifyStates(Protocol):
+    """What G3 reads from the engine's linear-attention backend (attributes only).
+
+    Attributes:
+        ssm_states: ``[L, C, *ssm]`` persistent SSM states (mutated).
+        conv_states: list of ``[L, C, *conv_k]`` persistent conv windows (mutated).
+        intermediate_ssm: ``[L, M, D, *ssm]`` per-step states of the verify forward.
+        intermediate_conv_windows: list, same length as ``conv_states``, of ``[L, M, D, *conv_k]``.
+        state_indices: ``[>= bs]`` int32/int64 cache line of batch row r.
+        mamba_track_interval: tracking interval in tokens, or None (no tracking).
+        mamba_track_indices: ``[>= bs]`` int32/int64 tracking lines (-1 = none), or None;
+            required with an interval.
+    """
+
+    ssm_states: Tensor
+    conv_states: list[Tensor]
+    intermediate_ssm: Tensor
+    intermediate_conv_windows: list[Tensor]
+    state_indices: Tensor
+    mamba_track_interval: int | None
+    mamba_track_indices: Tensor | None
+
+
+# --------------------------------------------------------------------------------------------------
+# G1 verify_commit_step_indices
+
+
+def _tensor_dtypes(*args: object) -> tuple[torch.dtype | None, ...]:
+    """The variant: dtype of each tensor argument (None for an absent optional one; ints and lists skipped)."""
+    return tuple(
+        arg.dtype if isinstance(arg, Tensor) else None
+        for arg in args
+        if arg is None or isinstance(arg, Tensor)
+    )
+
+
+@define_op(
+    "verify_commit_step_indices",
+    mutates=("last_correct_step_indices", "mamba_steps_to_track"),
+    op_class="latency",
+    variant=_tensor_dtypes,
+)
+def _verify_commit_step_indices_portable(
+    accept_index: Tensor,
+    accept_lens: Tensor,
+    draft_token_num: int,
+    seq_lens: Tensor | None,
+    mamba_track_interval: int,
+    last_correct_step_indices: Tensor,
+    mamba_steps_to_track: Tensor | None,
+) -> None:
+    # mamba_track_interval is read only when mamba_steps_to_track is given (the schema has no int?).
+    bs, width = accept_index.shape
+    request_base = torch.arange(bs, device=accept_index.device) * draft_token_num
+
+    def step_at(column: Tensor) -> Tensor:
+        # Tree step of the accepted node in each request's ``column``; -1 where there is none.
+        inside = (column >= 0) & (column < width)
+        node = accept_index.gather(1, column.clamp(0, max(width - 1, 0))[:, None])[:, 0].long()
+        return torch.where(inside & (node >= 0), node - request_base, -1)
+
+    accepted = accept_lens.long()
+    if width == 0:  # nothing accepted anywhere (gather needs a column)
+        last_correct_step_indices.fill_(-1)
+        if mamba_steps_to_track is not None:
+            mamba_steps_to_track.fill_(-1)
+        return
+    last_correct_step_indices.copy_(step_at(accepted - 1))
+    if mamba_steps_to_track is None:
+        return
+    assert seq_lens is not None
+    interval = mamba_track_interval
+    before = seq_lens.long()
+    after = before + accepted
+    boundary = torch.div(after, interval, rounding_mode="floor")
+    crosses = torch.div(before, interval, rounding_mode="floor") != boundary
+    # The last accepted token before the boundary: its state is the boundary's state.
+    column = (boundary * interval - before - 1).clamp(min=0)
+    mamba_steps_to_track.copy_(torch.where(crosses, step_at(column), -1))
+
+
+def verify_commit_step_indices(
+    accept_index: Tensor,
+    accept_lens: Tensor,
+    draft_token_num: int,
+    seq_lens: Tensor | None = None,
+    mamba_track_interval: int | None = None,
+    last_correct_step_indices: Tensor | None = None,
+    mamba_steps_to_track: Tensor | None = None,
+) -> tuple[Tensor, Tensor | None]:
+    """The verify step whose recurrent state each request commits (and tracks).
+
+    After verify, request b keeps the state after its last accepted node: step
+    ``accept_index[b, accept_lens[b]-1] - b*D`` of the verify forward. With prefix-cache tracking
+    (``mamba_track_interval`` I), a request whose committed length crosses a multiple of I also
+    keeps the state of the last accepted token before that boundary. -1 = nothing to commit/track
+    (``accept_lens[b] == 0``, a -1 node, or no boundary crossed).
+
+    Args:
+        accept_index: ``[bs, W]`` int32/int64 flat accepted node ids, root first, -1 padded.
+        accept_lens: ``[bs]`` int32/int64 committed tokens incl. the bonus, in ``[0, W]``.
+        draft_token_num: D, nodes per request.
+        seq_lens: ``[bs]`` int32/int64 lengths before this step's tokens (needed with tracking).
+        mamba_track_interval: I > 0, or None (no tracking).
+        last_correct_step_indices: optional ``[bs]`` int64 output.
+        mamba_steps_to_track: optional ``[bs]`` int64 output (written only with tracking).
+
+    Returns:
+        ``(last_correct_step_indices, mamba_steps_to_track or None)``, both int64.
+    """
+    check_index("accept_index", accept_index, ndim=2)
+    bs, width = accept_index.shape
+    check_index("accept_lens", accept_lens, shape=(bs,))
+    check_positive_int("draft_token_num", draft_token_num)
+    tracking = mamba_track_interval is not None
+    if tracking:
+        check_positive_int("mamba_track_interval", mamba_track_interval)
+        if seq_lens is None:
+            raise ValueError("seq_lens: required with mamba_track_interval")
+    if seq_lens is not None:
+        check_index("seq_lens", seq_lens, shape=(bs,))
+    device = common_device(accept_index=accept_index, accept_lens=accept_lens, seq_lens=seq_lens)
+    if last_correct_step_indices is None:
+        last = new_output((bs,), torch.int64, device)
+    else:
+        last = check_output(
+            "last_correct_step_indices",
+            last_correct_step_indices,
+            dtype=torch.int64,
+            device=device,
+            shape=(bs,),
+        )
+    track = None
+    if tracking:
+        if mamba_steps_to_track is None:
+            track = new_output((bs,), torch.int64, device)
+        else:
+            track = check_output(
+                "mamba_steps_to_track", mamba_steps_to_track, dtype=torch.int64, device=device, shape=(bs,)
+            )
+    if bs == 0:
+        return last, track
+    if value_checks_enabled(device):
+        check_range("accept_lens", accept_lens, 0, width + 1)
+        check_range("accept_index", accept_index, 0, bs * draft_token_num, allow=-1)
+        if tracking:
+            check_non_negative("seq_lens", seq_lens)
+    _verify_commit_step_indices_portable.dispatch(
+        device, accept_index, accept_lens, draft_token_num, seq_lens, mamba_track_interval or 0, last, track
+    )
+    return last, track
+
+
+# --------------------------------------------------------------------------------------------------
+# G2 scatter_mamba_states_after_mtp_verify
+
+
+@define_op(
+    "scatter_mamba_states_after_mtp_verify",
+    mutates=("ssm_states", "conv_states"),
+    op_class="bandwidth",
+    bytes_moved="2*n*L*(ssm_bytes + sum_k conv_k_bytes), n = rows written",
+    variant=_tensor_dtypes,
+)
+def _scatter_mamba_states_portable(
+    ssm_states: Tensor,
+    intermediate_ssm: Tensor,
+    conv_states: list[Tensor],
+    intermediate_conv_windows: list[Tensor],
+    state_indices: Tensor,
+    last_correct_step_indices: Tensor,
+    mamba_track_indices: Tensor | None,
+    mamba_steps_to_track: Tensor | None,
+) -> None:
+    # Commit rows and tracking rows become one list of (cache line, batch row, step) lanes.
+    num_lines = ssm_states.shape[1]
+    num_steps = intermediate_ssm.shape[2]
+    bs = state_indices.shape[0]
+    if bs == 0 or num_lines == 0:
+        return
+    batch_row = torch.arange(bs, device=state_indices.device)
+    line, step = state_indices.long(), last_correct_step_indices.long()
+    if mamba_track_indices is not None and mamba_steps_to_track is not None:
+        line = torch.cat((line, mamba_track_indices.long()))
+        step = torch.cat((step, mamba_steps_to_track.long()))
+        batch_row = torch.cat((batch_row, batch_row))
+    # Padding rows (step outside [0, D) or line outside [0, C)) are skipped.
+    valid = (step >= 0) & (step < num_steps) & (line >= 0) & (line < num_lines)
+    line, batch_row, step = _redirect_masked_lanes(
+        valid, torch.where(valid, line, 0), batch_row, torch.where(valid, step, 0)
+    )
+    # With no valid lane at all, every lane writes line 0: restore it afterwards (one line, cheap).
+    any_valid = valid.any()
+    for states, steps in zip(
+        (ssm_states, *conv_states), (intermediate_ssm, *intermediate_conv_windows), strict=True
+    ):
+        line_zero = states.select(1, 0)
+        kept = line_zero.clone()
+        states.index_copy_(1, line, steps[:, batch_row, step])
+        line_zero.copy_(torch.where(any_valid, line_zero, kept))
+
+
+def _check_state_pair(
+    states_name: str,
+    states: object,
+    steps_name: str,
+    steps: object,
+    num_layers: int | None,
+    num_lines: int | None,
+) -> tuple[Tensor, Tensor]:
+    """A persistent ``[L, C, *entry]`` state and its ``[L, M, D, *entry]`` per-step scratch."""
+    states = check_tensor(states_name, states)
+    if states.dim() < 2:
+        raise ValueError(f"{states_name}: expected an [L, C, ...] tensor, got shape {tuple(states.shape)}")
+    steps = check_tensor(steps_name, steps, dtype=states.dtype, ndim=states.dim() + 1)
+    if num_layers is not None and states.shape[0] != num_layers:
+        raise ValueError(
+            f"{states_name}: expected {num_layers} layers (as ssm_states), got shape {tuple(states.shape)}"
+        )
+    if num_lines is not None and states.shape[1] != num_lines:
+        raise ValueError(
+            f"{states_name}: expected {num_lines} cache lines (as ssm_states), got shape {tuple(states.shape)}"
+        )
+    if steps.shape[0] != states.shape[0] or steps.shape[3:] != states.shape[2:]:
+        raise ValueError(
+            f"{steps_name}: expected shape ({states.shape[0]}, M, D, {', '.join(map(str, states.shape[2:]))}) "
+            f"to match {states_name}, got {tuple(steps.shape)}"
+        )
+    if not _trailing_dims_contiguous(states, 2):
+        raise ValueError(f"{states_name}: each state entry must be contiguous (strides {states.stride()})")
+    return states, steps
+
+
+def scatter_mamba_states_after_mtp_verify(
+    ssm_states: Tensor,
+    intermediate_ssm: Tensor,
+    conv_states: list[Tensor],
+    intermediate_conv_windows: list[Tensor],
+    state_indices: Tensor,
+    last_correct_step_indices: Tensor,
+    mamba_track_indices: Tensor | None = None,
+    mamba_steps_to_track: Tensor | None = None,
+) -> tuple[Tensor, list[Tensor]]:
+    """Copy each request's state after its committed verify step into its cache line.
+
+    For batch row r with step s = ``last_correct_step_indices[r]`` and line c = ``state_indices[r]``:
+    ``ssm_states[:, c] = intermediate_ssm[:, r, s]`` and likewise for every conv window; with
+    tracking, the same for (``mamba_track_indices[r]``, ``mamba_steps_to_track[r]``). A row whose
+    step is outside ``[0, D)`` or whose line is outside ``[0, C)`` is a padding row (CUDA-graph
+    batches): it is skipped silently on every device.
+
+    Args:
+        ssm_states: ``[L, C, *ssm]`` persistent states, each entry contiguous (mutated).
+        intermediate_ssm: ``[L, M, D, *ssm]`` per-step states, same dtype, ``M >= bs``.
+        conv_states: list of ``[L, C, *conv_k]`` (mutated).
+        intermediate_conv_windows: list, same length, of ``[L, M, D, *conv_k]`` (may be strided views).
+        state_indices: ``[bs]`` int32/int64 cache line of each batch row.
+        last_correct_step_indices: ``[bs]`` int32/int64 step to commit (G1).
+        mamba_track_indices: ``[bs]`` int32/int64 tracking lines, or None.
+        mamba_steps_to_track: ``[bs]`` int32/int64 steps to track (G1), or None (both or neither).
+
+    Returns:
+        ``(ssm_states, conv_states)``, updated in place.
+    """
+    if not isinstance(conv_states, (list, tuple)):
+        raise TypeError(f"conv_states: expected a list of tensors, got {type(conv_states).__name__}")
+    if not isinstance(intermediate_conv_windows, (list, tuple)):
+        raise TypeError(
+            f"intermediate_conv_windows: expected a list of tensors, got {type(intermediate_conv_windows).__name__}"
+        )
+    if len(intermediate_conv_windows) != len(conv_states):
+        raise ValueError(
+            f"intermediate_conv_windows: expected {len(conv_states)} tensors (one per conv_states entry), "
+            f"got {len(intermediate_conv_windows)}"
+        )
+    ssm_states, intermediate_ssm = _check_state_pair(
+        "ssm_states", ssm_states, "intermediate_ssm", intermediate_ssm, None, None
+    )
+    num_layers, num_lines = ssm_states.shape[:2]
+    max_rows, num_steps = intermediate_ssm.shape[1:3]
+    for k, (conv, windows) in enumerate(zip(conv_states, intermediate_conv_windows, strict=True)):
+        conv, windows = _check_state_pair(
+            f"conv_states[{k}]", conv, f"intermediate_conv_windows[{k}]", windows, num_layers, num_lines
+        )
+        if windows.shape[1:3] != (max_rows, num_steps):
+            raise ValueError(
+                f"intermediate_conv_windows[{k}]: expected M, D = {max_rows}, {num_steps} (as intermediate_ssm), "
+                f"got shape {tuple(windows.shape)}"
+            )
+    check_index("state_indices", state_indices)
+    bs = state_indices.shape[0]
+    check_index("last_correct_step_indices", last_correct_step_indices, shape=(bs,))
+    if (mamba_track_indices is None) != (mamba_steps_to_track is None):
+        missing = "mamba_track_indices" if mamba_track_indices is None else "mamba_steps_to_track"
+        raise ValueError(
+            f"{missing}: mamba_track_indices and mamba_steps_to_track go together (both or neither)"
+        )
+    if mamba_track_indices is not None:
+        check_index("mamba_track_indices", mamba_track_indices, shape=(bs,))
+        check_index("mamba_steps_to_track", mamba_steps_to_track, shape=(bs,))
+    if bs > max_rows:
+        raise ValueError(f"intermediate_ssm: expected at least bs = {bs} verify rows (dim 1), got {max_rows}")
+    device = common_device(
+        ssm_states=ssm_states,
+        intermediate_ssm=intermediate_ssm,
+        **{f"conv_states[{k}]": conv for k, conv in enumerate(conv_states)},
+        **{f"intermediate_conv_windows[{k}]": windows for k, windows in enumerate(intermediate_conv_windows)},
+        state_indices=state_indices,
+        last_correct_step_indices=last_correct_step_indices,
+        mamba_track_indices=mamba_track_indices,
+        mamba_steps_to_track=mamba_steps_to_track,
+    )
+    conv_list = list(conv_states)
+    if bs == 0:
+        return ssm_states, conv_list
+    if value_checks_enabled(device):
+        _check_distinct_lines(
+            num_lines,
+            num_steps,
+            state_indices,
+            last_correct_step_indices,
+            mamba_track_indices,
+            mamba_steps_to_track,
+        )
+    _scatter_mamba_states_portable.dispatch(
+        device,
+        ssm_states,
+        intermediate_ssm,
+        conv_list,
+        list(intermediate_conv_windows),
+        state_indices,
+        last_correct_step_indices,
+        mamba_track_indices,
+        mamba_steps_to_track,
+    )
+    return ssm_states, conv_list
+
+
+def _check_distinct_lines(
+    num_lines: int,
+    num_steps: int,
+    state_indices: Tensor,
+    last_correct_step_indices: Tensor,
+    mamba_track_indices: Tensor | None,
+    mamba_steps_to_track: Tensor | None,
+) -> None:
+    """No cache line is written twice (the order of two writes would be unspecified)."""
+    lines = [state_indices.long()]
+    steps = [last_correct_step_indices.long()]
+    if mamba_track_indices is not None and mamba_steps_to_track is not None:
+        lines.append(mamba_track_indices.long())
+        steps.append(mamba_steps_to_track.long())
+    line, step = torch.cat(lines), torch.cat(steps)
+    written = line[(step >= 0) & (step < num_steps) & (line >= 0) & (line < num_lines)].sort().values
+    repeated = written[1:] == written[:-1]
+    if bool(repeated.any()):
+        raise ValueError(
+            f"state_indices: cache line {int(written[1:][repeated][0])} is written by more than one row "
+            "(state_indices and mamba_track_indices together)"
+        )
+
+
+# --------------------------------------------------------------------------------------------------
+# G3 commit_mamba_states_after_verify
+
+
+def commit_mamba_states_after_verify(
+    states: MambaVerifyStates | None,
+    accept_index: Tensor,
+    accept_lens: Tensor,
+    draft_token_num: int,
+    seq_lens: Tensor | None = None,
+    last_correct_step_indices: Tensor | None = None,
+    mamba_steps_to_track: Tensor | None = None,
+) -> tuple[Tensor, Tensor | None] | None:
+    """Commit the recurrent states of the accepted tokens after verify (G1 then G2).
+
+    Called once per verify on hybrid models; a no-op (returns None) for non-mamba models
+    (``states`` None), idle batches (bs = 0) or an empty ``accept_index``. Steps passed by the
+    caller are used as they are; missing ones are computed with G1 (tracking iff
+    ``states.mamba_track_interval`` is not None). G2 then runs on ``states.state_indices[:bs]``
+    (and ``states.mamba_track_indices[:bs]``).
+
+    Args:
+        states: the backend's :class:`MambaVerifyStates`, or None.
+        accept_index, accept_lens, draft_token_num, seq_lens: as :func:`verify_commit_step_indices`.
+        last_correct_step_indices: ``[bs]`` int32/int64 steps to commit, or None (G1).
+        mamba_steps_to_track: ``[bs]`` int32/int64 steps to track, or None (G1 when tracking).
+
+    Returns:
+        ``(last_correct_step_indices, mamba_steps_to_track or None)``, or None when nothing was done.
+    """
+    check_index("accept_index", accept_index, ndim=2)
+    if states is None or accept_index.numel() == 0:
+        return None
+    bs = accept_index.shape[0]
+    interval = states.mamba_track_interval
+    tracking = interval is not None
+    if mamba_steps_to_track is not None and not tracking:
+        raise ValueError("mamba_steps_to_track: given, but states.mamba_track_interval is None (no tracking)")
+    track_indices = states.mamba_track_indices
+    if tracking and track_indices is None:
+        raise ValueError("states.mamba_track_indices: required when states.mamba_track_interval is set")
+    for name, lines in (
+        ("states.state_indices", states.state_indices),
+        ("states.mamba_track_indices", track_indices),
+    ):
+        if lines is not None:
+            check_index(name, lines)
+            if lines.shape[0] < bs:
+                raise ValueError(f"{name}: expected at least bs = {bs} entries, got {lines.shape[0]}")
+    need_last = last_correct_step_indices is None
+    need_track = tracking and mamba_steps_to_track is None
+    if need_last or need_track:
+        computed_last, computed_track = verify_commit_step_indices(
+            accept_index, accept_lens, draft_token_num, seq_lens, interval if need_track else None
+        )
+        if need_last:
+            last_correct_step_indices = computed_last
+        if need_track:
+            mamba_steps_to_track = computed_track
+    assert last_correct_step_indices is not None
+    scatter_mamba_states_after_mtp_verify(
+        states.ssm_states,
+        states.intermediate_ssm,
+        states.conv_states,
+        states.intermediate_conv_windows,
+        states.state_indices[:bs],
+        last_correct_step_indices,
+        track_indices[:bs] if tracking and track_indices is not None else None,
+        mamba_steps_to_track if tracking else None,
+    )
+    return last_correct_step_indices, mamba_steps_to_track if tracking else None
