@@ -23,6 +23,7 @@ import torch
 from .. import ops as public_ops
 from .. import registry, runtime
 from ..registry import DeviceDescriptor
+from ..ops.kv import KVBuffers
 from ..testing import emulate, use_provider
 from ..validation import value_checks_enabled
 from . import cases as cases_package
@@ -86,9 +87,24 @@ def device_context(descriptor: DeviceDescriptor) -> Any:
     return contextlib.nullcontext()
 
 
+#: Provider name of a public op that is a composition of device ops, not a device op itself.
+COMPOSITE = "composite"
+
+
 def providers_for(op: str, descriptor: DeviceDescriptor) -> list[str]:
     registry._ensure_bindings(descriptor)
+    if op not in registry.ops():
+        return [COMPOSITE]
     return [impl.provider for impl in registry.implementations(op, descriptor.name)]
+
+
+def provider_forced(op: str, provider: str) -> Any:
+    """Run ``op`` through ``provider`` (compositions run as they are: their parts are checked alone)."""
+    if provider == COMPOSITE:
+        import contextlib
+
+        return contextlib.nullcontext()
+    return use_provider(op, provider)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -96,19 +112,26 @@ def providers_for(op: str, descriptor: DeviceDescriptor) -> list[str]:
 
 
 def tensors_in(value: Any, path: str = "") -> Iterator[tuple[str, torch.Tensor]]:
-    """Every tensor reachable from ``value`` (sequences, dicts, objects' attributes), with its path."""
+    """Every tensor reachable from ``value`` (sequences, dicts, objects' public attributes), with its path.
+
+    A KVBuffers contributes its buffers only, at the path of a plain list of them: its pointer table
+    holds addresses, which differ between any two runs.
+    """
     if isinstance(value, torch.Tensor):
         yield path, value
+    elif isinstance(value, KVBuffers):
+        yield from tensors_in(value.buffers, path)
     elif isinstance(value, (list, tuple)):
         for index, item in enumerate(value):
             yield from tensors_in(item, f"{path}[{index}]")
     elif isinstance(value, dict):
         for key, item in value.items():
             yield from tensors_in(item, f"{path}.{key}" if path else str(key))
-    elif hasattr(value, "__dict__") and not callable(value):
-        for key, item in vars(value).items():
-            if not key.startswith("_"):
-                yield from tensors_in(item, f"{path}.{key}")
+    elif not callable(value) and not isinstance(value, (str, bytes, int, float, bool, torch.device, torch.dtype)):
+        names = list(getattr(value, "__dict__", {})) + list(getattr(type(value), "__slots__", ()))
+        for key in names:
+            if not key.startswith("_") and hasattr(value, key):
+                yield from tensors_in(getattr(value, key), f"{path}.{key}")
 
 
 def mismatch(path: str, got: torch.Tensor, want: torch.Tensor) -> str | None:
@@ -156,7 +179,8 @@ def _checked(case: Case, kwargs: dict[str, Any], result: Any) -> dict[str, Any]:
 
 def reference(case: Case) -> dict[str, Any]:
     kwargs = case.build(CPU)
-    with use_provider(case.op, registry.PORTABLE):
+    portable = registry.PORTABLE if case.op in registry.ops() else COMPOSITE
+    with provider_forced(case.op, portable):
         result = call(case, kwargs)
     return _checked(case, kwargs, result)
 
@@ -172,7 +196,7 @@ def run_case(case: Case, device: torch.device, provider: str) -> list[str]:
         expected = dict(case.expected())
         problems += [f"reference vs golden: {p}" for p in compare({k: want[k] for k in expected}, expected)]
     kwargs = case.build(device)
-    with use_provider(case.op, provider):
+    with provider_forced(case.op, provider):
         result = call(case, kwargs)
     problems += compare(_checked(case, kwargs, result), want)
     return problems
@@ -184,7 +208,7 @@ def run_bad_case(case: BadCase, device: torch.device, provider: str) -> list[str
         return None
     kwargs = case.build(device)
     try:
-        with use_provider(case.op, provider):
+        with provider_forced(case.op, provider):
             getattr(public_ops, case.op)(**kwargs)
     except case.error as exc:
         if re.search(case.match, str(exc)):
@@ -207,7 +231,7 @@ def run_graph_case(case: Case, partner: Case, device: torch.device, provider: st
     into them, replay, and compare with the reference on ``partner``: no sync, no allocation, no
     value baked into the graph."""
     buffers = case.build(device)
-    with use_provider(case.op, provider):
+    with provider_forced(case.op, provider):
         call(case, case.build(device))  # bind and warm up outside the capture
         runtime.synchronize(device)
         holder: dict[str, Any] = {}
@@ -231,7 +255,7 @@ def graph_partner(case: Case, candidates: list[Case]) -> Case:
 def run_compile_case(case: Case, device: torch.device, provider: str, backend: str) -> list[str]:
     eager_kwargs = case.build(device)
     compiled_kwargs = case.build(device)
-    with use_provider(case.op, provider):
+    with provider_forced(case.op, provider):
         eager = call(case, eager_kwargs)
         torch._dynamo.reset()
         compiled_fn = torch.compile(lambda kw: call(case, kw), fullgraph=True, backend=backend)
