@@ -22,8 +22,8 @@ import torch
 
 from .. import ops as public_ops
 from .. import registry, runtime
-from ..registry import DeviceDescriptor
 from ..ops.kv import KVBuffers
+from ..registry import DeviceDescriptor
 from ..testing import emulate, use_provider
 from ..validation import value_checks_enabled
 from . import cases as cases_package
@@ -127,7 +127,9 @@ def tensors_in(value: Any, path: str = "") -> Iterator[tuple[str, torch.Tensor]]
     elif isinstance(value, dict):
         for key, item in value.items():
             yield from tensors_in(item, f"{path}.{key}" if path else str(key))
-    elif not callable(value) and not isinstance(value, (str, bytes, int, float, bool, torch.device, torch.dtype)):
+    elif not callable(value) and not isinstance(
+        value, (str, bytes, int, float, bool, torch.device, torch.dtype)
+    ):
         names = list(getattr(value, "__dict__", {})) + list(getattr(type(value), "__slots__", ()))
         for key in names:
             if not key.startswith("_") and hasattr(value, key):
