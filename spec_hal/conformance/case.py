@@ -34,7 +34,8 @@ class Case:
     expected: Callable[[], Mapping[str, Any]] | None = None
     #: small enough for the Triton interpreter (a few programs, tiny tensors).
     small: bool = False
-    #: arguments whose content after the call is not compared (scratch the op may leave in any state).
+    #: arguments (or "result") whose content after the call is not compared: scratch the op may leave
+    #: in any state, or samples drawn from a device's own random stream.
     unchecked: frozenset[str] = field(default_factory=frozenset)
 
 

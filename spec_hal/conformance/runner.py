@@ -175,7 +175,8 @@ def call(case: Case, kwargs: dict[str, Any]) -> Any:
 
 def _checked(case: Case, kwargs: dict[str, Any], result: Any) -> dict[str, Any]:
     state = {name: value for name, value in kwargs.items() if name not in case.unchecked}
-    state["result"] = result
+    if "result" not in case.unchecked:
+        state["result"] = result
     return state
 
 
@@ -204,10 +205,13 @@ def run_case(case: Case, device: torch.device, provider: str) -> list[str]:
     return problems
 
 
-def run_bad_case(case: BadCase, device: torch.device, provider: str) -> list[str] | None:
-    """Problems, or None when the case does not apply on this device (a value check off-CPU)."""
+#: A check returns its problems (empty: pass) or a string: why it does not apply (skip).
+Outcome = list[str] | str
+
+
+def run_bad_case(case: BadCase, device: torch.device, provider: str) -> Outcome:
     if case.value_check and not value_checks_enabled(device):
-        return None
+        return "value checks run only on CPU tensors or with SPEC_HAL_DEBUG=1"
     kwargs = case.build(device)
     try:
         with provider_forced(case.op, provider):
@@ -254,9 +258,11 @@ def graph_partner(case: Case, candidates: list[Case]) -> Case:
     return case
 
 
-def run_compile_case(case: Case, device: torch.device, provider: str, backend: str) -> list[str]:
+def run_compile_case(case: Case, device: torch.device, provider: str, backend: str) -> Outcome:
     eager_kwargs = case.build(device)
     compiled_kwargs = case.build(device)
+    if any(isinstance(value, torch.Generator) for value in eager_kwargs.values()):
+        return "takes a torch.Generator, which dynamo cannot trace"
     with provider_forced(case.op, provider):
         eager = call(case, eager_kwargs)
         torch._dynamo.reset()
@@ -270,22 +276,14 @@ def run_compile_case(case: Case, device: torch.device, provider: str, backend: s
 
 
 def _outcome(
-    device: str, op: str, provider: str, case_class: str, name: str, run: Callable[[], list[str] | None]
+    device: str, op: str, provider: str, case_class: str, name: str, run: Callable[[], Outcome]
 ) -> Result:
     try:
         problems = run()
     except Exception as exc:  # a crash is a failure of that case, not of the suite
         return Result(device, op, provider, case_class, name, "fail", f"{type(exc).__name__}: {exc}")
-    if problems is None:
-        return Result(
-            device,
-            op,
-            provider,
-            case_class,
-            name,
-            "skip",
-            "value checks run only on CPU or with SPEC_HAL_DEBUG=1",
-        )
+    if isinstance(problems, str):
+        return Result(device, op, provider, case_class, name, "skip", problems)
     if problems:
         return Result(device, op, provider, case_class, name, "fail", "; ".join(problems[:3]))
     return Result(device, op, provider, case_class, name, "pass")
@@ -293,7 +291,7 @@ def _outcome(
 
 def planned(
     descriptor: DeviceDescriptor, selection: Selection
-) -> Iterator[tuple[str, str, str, str, Callable[[], list[str] | None]]]:
+) -> Iterator[tuple[str, str, str, str, Callable[[], Outcome]]]:
     """(op, provider, case class, case name, thunk) for every check of the suite on a device."""
     device = torch_device_of(descriptor)
     cases = [c for c in all_cases() if selection.ops is None or c.op in selection.ops]
