@@ -148,7 +148,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
     descriptor = registry.device(args.device) if args.device else registry.current_device()
     probe = next((p for p in registry.detect().probes if p.vendor == descriptor.name), None)
-    if probe is not None and not probe.usable:
+    if probe is not None and not probe.usable and not args.emulate:
         print(f"skipped: no {descriptor.name} device ({probe.reason})")
         return 0
     selection = Selection(
@@ -156,6 +156,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
         small_only=args.small,
         compile=not args.no_compile,
         compile_backend=args.compile_backend,
+        emulated=args.emulate,
     )
     done = [0]
 
@@ -167,7 +168,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     started = time.time()
     results = run_suite(descriptor, selection, progress)
     print("", file=sys.stderr)
-    data = report(results, descriptor, time.time() - started)
+    data = report(results, descriptor, time.time() - started, args.emulate)
     _print_check(data)
     if args.report:
         with open(args.report, "w", encoding="utf-8") as handle:
@@ -199,8 +200,9 @@ def _print_check(data: dict[str, Any]) -> None:
     for row in data["results"]:
         cell = table.setdefault((row["op"], row["provider"]), {})
         cell[row["status"]] = cell.get(row["status"], 0) + 1
+    where = f"{data['device']} (EMULATED: its providers on CPU tensors)" if data.get("emulated") else data["device"]
     print(
-        f"conformance on {data['device']} ({data['seconds']} s): "
+        f"conformance on {where} ({data['seconds']} s): "
         + ", ".join(f"{v} {k}" for k, v in sorted(data["summary"].items()))
     )
     width = max((len(op) for op, _ in table), default=10)
@@ -229,6 +231,11 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--report", help="write the JSON report to this file")
     check.add_argument("--ops", help="comma-separated op names (default: all)")
     check.add_argument("--small", action="store_true", help="small cases only (Triton interpreter)")
+    check.add_argument(
+        "--emulate",
+        action="store_true",
+        help="run the device's providers on CPU tensors (tests; results are emulated)",
+    )
     check.add_argument("--no-compile", action="store_true", help="skip the torch.compile checks")
     check.add_argument(
         "--compile-backend", default="aot_eager", help="torch.compile backend (default aot_eager)"

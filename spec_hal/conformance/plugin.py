@@ -34,6 +34,8 @@ def _devices(config: Any) -> list[Any]:
     name = config.getoption("--spec-hal-device")
     if name:
         return [registry.device(name)]
+    if config.getoption("--spec-hal-emulate"):
+        raise ValueError("--spec-hal-emulate needs --spec-hal-device")
     return [registry.device(p.vendor) for p in registry.detect().probes if p.usable]
 
 
@@ -43,15 +45,16 @@ def pytest_generate_tests(metafunc: Any) -> None:
     from spec_hal.conformance.runner import Selection, _outcome, device_context, planned
 
     config = metafunc.config
-    selection = Selection(small_only=config.getoption("--spec-hal-small"))
+    emulated = config.getoption("--spec-hal-emulate")
+    selection = Selection(small_only=config.getoption("--spec-hal-small"), emulated=emulated)
     checks, ids = [], []
     for descriptor in _devices(config):
-        with device_context(descriptor):
+        with device_context(descriptor, emulated):
             plan = list(planned(descriptor, selection))
         for op, provider, case_class, name, thunk in plan:
 
             def check(d=descriptor, o=op, p=provider, c=case_class, n=name, t=thunk):
-                with device_context(d):
+                with device_context(d, emulated):
                     result = _outcome(d.name, o, p, c, n, t)
                 _results(config).append(result)
                 return result

@@ -53,6 +53,8 @@ class Selection:
 
     ops: frozenset[str] | None = None
     small_only: bool = False
+    #: run the vendor's providers on CPU tensors (spec_hal.testing.emulate): results are *emulated*.
+    emulated: bool = False
     compile: bool = True
     compile_backend: str = "aot_eager"
     graphs: bool = True
@@ -74,13 +76,15 @@ def all_bad_cases() -> list[BadCase]:
     return [case for module in family_modules() for case in getattr(module, "bad_cases", list)()]
 
 
-def torch_device_of(descriptor: DeviceDescriptor) -> torch.device:
-    return torch.device(descriptor.device_type)
+def torch_device_of(descriptor: DeviceDescriptor, emulated: bool = False) -> torch.device:
+    """The torch device a vendor's cases run on: CPU tensors when emulated."""
+    return CPU if emulated else torch.device(descriptor.device_type)
 
 
-def device_context(descriptor: DeviceDescriptor) -> Any:
-    """Vendors whose tensors are CPU tensors (emulations, out-of-tree test vendors) run emulated."""
-    if descriptor.device_type == "cpu" and descriptor.name != "cpu":
+def device_context(descriptor: DeviceDescriptor, emulated: bool = False) -> Any:
+    """Route CPU tensors to the vendor when emulated (and for vendors whose tensors are CPU tensors:
+    emulations and out-of-tree test vendors)."""
+    if emulated or (descriptor.device_type == "cpu" and descriptor.name != "cpu"):
         return emulate(descriptor.name)
     import contextlib
 
@@ -293,7 +297,7 @@ def planned(
     descriptor: DeviceDescriptor, selection: Selection
 ) -> Iterator[tuple[str, str, str, str, Callable[[], Outcome]]]:
     """(op, provider, case class, case name, thunk) for every check of the suite on a device."""
-    device = torch_device_of(descriptor)
+    device = torch_device_of(descriptor, selection.emulated)
     cases = [c for c in all_cases() if selection.ops is None or c.op in selection.ops]
     if selection.small_only:
         cases = [c for c in cases if c.small]
@@ -342,7 +346,7 @@ def run_suite(
 ) -> list[Result]:
     selection = selection or Selection()
     results = []
-    with device_context(descriptor):
+    with device_context(descriptor, selection.emulated):
         for op, provider, case_class, name, thunk in planned(descriptor, selection):
             result = _outcome(descriptor.name, op, provider, case_class, name, thunk)
             results.append(result)
@@ -351,7 +355,9 @@ def run_suite(
     return results
 
 
-def report(results: list[Result], descriptor: DeviceDescriptor, seconds: float) -> dict[str, Any]:
+def report(
+    results: list[Result], descriptor: DeviceDescriptor, seconds: float, emulated: bool = False
+) -> dict[str, Any]:
     from ..cli import _versions
 
     counts: dict[str, int] = {}
@@ -360,6 +366,7 @@ def report(results: list[Result], descriptor: DeviceDescriptor, seconds: float) 
     return {
         "device": descriptor.name,
         "torch_device_type": descriptor.device_type,
+        "emulated": emulated,
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "seconds": round(seconds, 1),
         "versions": _versions(),

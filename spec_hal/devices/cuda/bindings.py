@@ -1,1 +1,6 @@
-"""CUDA bindings: the shared Triton family with Hopper/Ampere launch configurations (when present)."""
+"""CUDA bindings: the shared Triton family with Hopper launch configurations."""
+
+from ...kernels.triton import register_family
+from ...kernels.triton.config import HOPPER
+
+register_family("cuda", HOPPER)

@@ -1,1 +1,6 @@
-"""MUSA bindings: the Triton family where MUSA's Triton supports it (when present)."""
+"""MUSA bindings: the shared Triton family where MUSA's Triton supports it."""
+
+from ...kernels.triton import register_family
+from ...kernels.triton.config import MUSA
+
+register_family("musa", MUSA)
