@@ -83,7 +83,10 @@ class TorchDeviceRuntime:
         with module.stream(side):
             fn()  # warm-up on a side stream, as capture requires
         module.current_stream(device).wait_stream(side)
-        graph = module.CUDAGraph() if hasattr(module, "CUDAGraph") else module.XPUGraph()
+        graph_class = next(
+            getattr(module, name) for name in ("CUDAGraph", "XPUGraph", "NPUGraph", "MUSAGraph") if hasattr(module, name)
+        )
+        graph = graph_class()
         with module.graph(graph):
             fn()
         return graph.replay

@@ -1,6 +1,7 @@
 """NVIDIA CUDA: detection through NVML (never the CUDA runtime, which would poison fork())."""
 
-from ...registry import PORTABLE, Capabilities, DeviceDescriptor, Intent
+from ...registry import Capabilities, DeviceDescriptor
+from .._triton_intents import PORTABLE_ON_TRITON_VENDORS, TRITON_DEFAULT
 from .detection import probe
 
 DESCRIPTOR = DeviceDescriptor(
@@ -12,9 +13,11 @@ DESCRIPTOR = DeviceDescriptor(
     capabilities=Capabilities(graph_capture=True, triton=True, record_stream=True, needs_device_guard=True),
     runtime="spec_hal.devices.cuda.runtime:RUNTIME",
     bindings="spec_hal.devices.cuda.bindings",
-    intents={
-        "fast_topk": Intent(PORTABLE, "torch.topk / torch.max are already one launch"),
-    },
-    default_intent=Intent(PORTABLE, "the shared Triton family does not cover this op yet"),
+    intents=PORTABLE_ON_TRITON_VENDORS,
+    default_intent=TRITON_DEFAULT,
+    notes=(
+        "launch configuration 'hopper' (spec_hal/kernels/triton/config.py)",
+        "detection reads NVML, never the CUDA runtime: fork() stays safe",
+    ),
     priority_reason="after hip and musa, whose stacks also answer torch.cuda.*",
 )

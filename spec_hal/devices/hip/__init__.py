@@ -1,7 +1,8 @@
 """AMD ROCm (HIP): a ROCm build of torch; tensors say ``cuda``, so HIP is checked before CUDA."""
 
 from ...detect import Check, HostFacts, ProbeResult, visible_from_env
-from ...registry import PORTABLE, Capabilities, DeviceDescriptor, Intent
+from ...registry import Capabilities, DeviceDescriptor
+from .._triton_intents import PORTABLE_ON_TRITON_VENDORS, TRITON_DEFAULT
 
 
 def probe(facts: HostFacts) -> ProbeResult:
@@ -34,7 +35,12 @@ DESCRIPTOR = DeviceDescriptor(
     capabilities=Capabilities(graph_capture=True, triton=True, record_stream=True, needs_device_guard=True),
     runtime="spec_hal.devices.hip.runtime:RUNTIME",
     bindings="spec_hal.devices.hip.bindings",
-    intents={"fast_topk": Intent(PORTABLE, "torch.topk / torch.max are already one launch")},
-    default_intent=Intent(PORTABLE, "the shared Triton family does not cover this op yet"),
+    intents=PORTABLE_ON_TRITON_VENDORS,
+    default_intent=TRITON_DEFAULT,
+    notes=(
+        "launch configuration 'cdna': wavefront 64, block and warp counts for MI200/MI300",
+        "graph capture through hipGraph (torch.cuda.graphs on ROCm builds)",
+        "tensors say device type 'cuda': the registry maps them to hip on ROCm builds of torch",
+    ),
     priority_reason="first: ROCm answers torch.cuda.* and its tensors say 'cuda'",
 )

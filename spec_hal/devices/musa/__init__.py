@@ -2,6 +2,7 @@
 
 from ...detect import Check, HostFacts, ProbeResult, visible_from_env
 from ...registry import PORTABLE, Capabilities, DeviceDescriptor, Intent
+from .._triton_intents import PORTABLE_ON_TRITON_VENDORS, TRITON_DEFAULT
 
 
 def probe(facts: HostFacts) -> ProbeResult:
@@ -28,7 +29,16 @@ DESCRIPTOR = DeviceDescriptor(
     capabilities=Capabilities(graph_capture=True, triton=True, record_stream=True, needs_device_guard=True),
     runtime="spec_hal.devices.musa.runtime:RUNTIME",
     bindings="spec_hal.devices.musa.bindings",
-    intents={"fast_topk": Intent(PORTABLE, "torch.topk / torch.max are already one launch")},
-    default_intent=Intent(PORTABLE, "the shared Triton family does not cover this op yet"),
+    intents={
+        **PORTABLE_ON_TRITON_VENDORS,
+        "move_kv_cache": Intent(
+            PORTABLE, "the pointer-table KV move (int64 -> pointer loads) is not certified on MUSA's Triton"
+        ),
+    },
+    default_intent=TRITON_DEFAULT,
+    notes=(
+        "launch configuration 'musa'",
+        "not certified on MUSA hardware: the Triton family runs there only as far as MUSA's Triton supports it; per-op exceptions are intents",
+    ),
     priority_reason="before cuda: torch_musa/torchada make torch.cuda.* calls work on MUSA GPUs",
 )

@@ -1,5 +1,6 @@
 """Huawei Ascend NPU through torch_npu. The probe never imports torch_npu: without Ascend's CANN
-libraries that import fails, and through torch's backend autoload so would ``import torch``."""
+libraries that import fails, and through torch's backend autoload so would ``import torch``
+(set ``TORCH_DEVICE_BACKEND_AUTOLOAD=0`` on such machines)."""
 
 from ...detect import Check, HostFacts, ProbeResult, visible_from_env
 from ...registry import PORTABLE, Capabilities, DeviceDescriptor, Intent
@@ -29,7 +30,15 @@ DESCRIPTOR = DeviceDescriptor(
     runtime="spec_hal.devices.npu.runtime:RUNTIME",
     bindings="spec_hal.devices.npu.bindings",
     default_intent=Intent(
-        PORTABLE, "portable torch written without host syncs; no torch_npu kernel bound yet"
+        PORTABLE,
+        "portable torch: vectorised, no host sync, no data-dependent shape (no boolean-mask indexing, "
+        "nonzero or .item(), which force Ascend to sync and recompile); no torch_npu kernel is bound yet",
+    ),
+    notes=(
+        "the shared Triton family is not bound: triton-ascend is a separate backend with its own grid limits",
+        "sglang's NPU cache_loc_update returns int32; spec_hal keeps the spec's int64 outputs on every vendor",
+        "graph capture through torch.npu.NPUGraph (aclgraph); certify on hardware with tox -e npu",
+        "never install torch_npu where CANN is absent: torch's backend autoload then breaks import torch",
     ),
     priority_reason="own device type 'npu'; no overlap with the CUDA family",
 )

@@ -3,7 +3,8 @@
 import torch
 
 from ...detect import Check, HostFacts, ProbeResult, visible_from_env
-from ...registry import PORTABLE, Capabilities, DeviceDescriptor, Intent
+from ...registry import Capabilities, DeviceDescriptor
+from .._triton_intents import PORTABLE_ON_TRITON_VENDORS, TRITON_DEFAULT
 
 
 def _xpu_available() -> bool:
@@ -41,8 +42,12 @@ DESCRIPTOR = DeviceDescriptor(
     ),
     runtime="spec_hal.devices.xpu.runtime:RUNTIME",
     bindings="spec_hal.devices.xpu.bindings",
-    intents={"fast_topk": Intent(PORTABLE, "torch.topk / torch.max are already one launch")},
-    default_intent=Intent(PORTABLE, "the shared Triton family does not cover this op yet"),
+    intents=PORTABLE_ON_TRITON_VENDORS,
+    default_intent=TRITON_DEFAULT,
     priority_reason="own device type 'xpu'; no overlap with the CUDA family",
-    notes=("graph capture only where the running torch has torch.xpu.XPUGraph",),
+    notes=(
+        "launch configuration 'xe'",
+        "graph capture only where the running torch has torch.xpu.XPUGraph",
+        "intel-extension-for-pytorch is optional: it pins one torch version",
+    ),
 )
