@@ -178,6 +178,7 @@ class _State:
         self.vendor_by_type: dict[str, DeviceDescriptor] = {}
         self.emulated_cpu_vendor: str | None = None
         self.runtimes: dict[str, Runtime] = {}
+        self.unavailable: dict[tuple[str, str], str] = {}
         self.initialized = False
 
 
@@ -228,6 +229,14 @@ def register_impl(
         impls.append(impl)
         impls.sort(key=lambda i: -i.priority)
         _state.impls[op] = impls
+        _invalidate_locked(registry_changed=True)
+
+
+def declare_unavailable(vendor: str, provider: str, reason: str) -> None:
+    """Record why ``provider`` cannot be registered for ``vendor`` here (e.g. Triton not installed);
+    the reason appears in the fallback records of the ops that intended it."""
+    with _state.lock:
+        _state.unavailable[(vendor, provider)] = reason
         _invalidate_locked(registry_changed=True)
 
 
@@ -461,6 +470,9 @@ def choose(op: str, descriptor: DeviceDescriptor, variant: Variant) -> Choice:
         why = f"intended provider {intent.provider!r} declined: {declined}"
     else:
         why = f"intended provider {intent.provider!r} is not registered for {descriptor.name!r}"
+        unavailable = _state.unavailable.get((descriptor.name, intent.provider))
+        if unavailable:
+            why += f": {unavailable}"
     skipped.append((intent.provider, why))
     for impl in candidates:
         if impl is intended:
@@ -591,6 +603,7 @@ def _isolated() -> Iterator[None]:
         saved_devices = dict(_state.devices)
         saved_impls = {op: list(impls) for op, impls in _state.impls.items()}
         saved_loaded = set(_state.loaded_bindings)
+        saved_unavailable = dict(_state.unavailable)
     try:
         yield
     finally:
@@ -598,6 +611,7 @@ def _isolated() -> Iterator[None]:
             _state.devices = saved_devices
             _state.impls = saved_impls
             _state.loaded_bindings = saved_loaded
+            _state.unavailable = saved_unavailable
             _state.detection = None
             _state.vendor_by_type.clear()
             _state.emulated_cpu_vendor = None

@@ -99,6 +99,15 @@ def test_missing_intended_provider_falls_back_by_priority_and_is_recorded_once(c
     assert sum("falls back" in r.message for r in caplog.records) >= 1
 
 
+def test_fallback_reason_says_why_the_intended_provider_is_unavailable():
+    registry.register_device(device("testdev", default=Intent("triton", "")))
+    registry.declare_unavailable("testdev", "triton", "Triton is not installed (no module named 'triton')")
+    with emulate("testdev"):
+        assert run() == 0
+    (record,) = registry.fallbacks()
+    assert "Triton is not installed" in record.reason and record.chosen == "portable"
+
+
 def test_declined_variant_falls_back_and_strict_refuses(monkeypatch):
     registry.register_device(device("testdev", default=Intent("triton", "")))
     registry.register_impl(

@@ -17,10 +17,14 @@ VENDORS = ("hip", "musa", "npu", "xpu")
 
 
 def _python(code: str, site: Path, **env: str) -> subprocess.CompletedProcess:
-    environment = {k: v for k, v in os.environ.items() if not k.startswith(("SPEC_HAL_", "TORCH_DEVICE_BACKEND"))}
+    environment = {
+        k: v for k, v in os.environ.items() if not k.startswith(("SPEC_HAL_", "TORCH_DEVICE_BACKEND"))
+    }
     environment["PYTHONPATH"] = os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])])
     environment.update(env)
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=environment, timeout=120
+    )
 
 
 @pytest.fixture(scope="module")
@@ -74,8 +78,12 @@ def test_triton_vendors_use_their_own_launch_configuration():
 
     names = {}
     for vendor, attr in (("cuda", "HOPPER"), ("hip", "CDNA"), ("musa", "MUSA"), ("xpu", "XE")):
-        source = Path(importlib.import_module(f"spec_hal.devices.{vendor}").__file__).with_name("bindings.py").read_text()
-        assert f"register_family({vendor!r}, {attr})" in source.replace('"', "'")
+        source = (
+            Path(importlib.import_module(f"spec_hal.devices.{vendor}").__file__)
+            .with_name("bindings.py")
+            .read_text()
+        )
+        assert f"bind_triton_family({vendor!r}, {attr!r})" in source.replace('"', "'")
         names[vendor] = attr
     from spec_hal.kernels.triton import config
 

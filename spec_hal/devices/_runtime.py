@@ -84,7 +84,9 @@ class TorchDeviceRuntime:
             fn()  # warm-up on a side stream, as capture requires
         module.current_stream(device).wait_stream(side)
         graph_class = next(
-            getattr(module, name) for name in ("CUDAGraph", "XPUGraph", "NPUGraph", "MUSAGraph") if hasattr(module, name)
+            getattr(module, name)
+            for name in ("CUDAGraph", "XPUGraph", "NPUGraph", "MUSAGraph")
+            if hasattr(module, name)
         )
         graph = graph_class()
         with module.graph(graph):

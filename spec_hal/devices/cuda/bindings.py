@@ -1,6 +1,5 @@
 """CUDA bindings: the shared Triton family with Hopper launch configurations."""
 
-from ...kernels.triton import register_family
-from ...kernels.triton.config import HOPPER
+from ...kernels import bind_triton_family
 
-register_family("cuda", HOPPER)
+bind_triton_family("cuda", "HOPPER")

@@ -1,6 +1,5 @@
 """HIP bindings: the shared Triton family with CDNA launch configurations (wavefront 64)."""
 
-from ...kernels.triton import register_family
-from ...kernels.triton.config import CDNA
+from ...kernels import bind_triton_family
 
-register_family("hip", CDNA)
+bind_triton_family("hip", "CDNA")

@@ -1,6 +1,5 @@
 """MUSA bindings: the shared Triton family where MUSA's Triton supports it."""
 
-from ...kernels.triton import register_family
-from ...kernels.triton.config import MUSA
+from ...kernels import bind_triton_family
 
-register_family("musa", MUSA)
+bind_triton_family("musa", "MUSA")

@@ -1,6 +1,5 @@
 """XPU bindings: the shared Triton family (Triton's XPU backend ships with XPU builds of torch)."""
 
-from ...kernels.triton import register_family
-from ...kernels.triton.config import XE
+from ...kernels import bind_triton_family
 
-register_family("xpu", XE)
+bind_triton_family("xpu", "XE")
