@@ -13,6 +13,7 @@ ENV_OPS = "SPEC_HAL_OPS"  # per-op provider override: "op=provider,op2=provider"
 ENV_STRICT = "SPEC_HAL_STRICT"  # 1: a fallback from the intended provider is an error
 ENV_DEBUG = "SPEC_HAL_DEBUG"  # 1: value checks also on accelerator tensors (host sync)
 ENV_PLUGINS = "SPEC_HAL_PLUGINS"  # 0: do not load out-of-tree vendor plugins
+ENV_USE_MODELSCOPE = "SPEC_HAL_USE_MODELSCOPE"  # 1: load_token_map resolves org/repo/file through ModelScope
 
 _TRUE = {"1", "true", "yes", "on"}
 
@@ -27,6 +28,10 @@ def strict() -> bool:
 
 def debug() -> bool:
     return _flag(ENV_DEBUG)
+
+
+def use_modelscope() -> bool:
+    return _flag(ENV_USE_MODELSCOPE)
 
 
 def plugins_enabled() -> bool:

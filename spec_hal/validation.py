@@ -111,6 +111,9 @@ def check_range(name: str, value: torch.Tensor, low: int, high: int, *, allow: i
     """
     if value.numel() == 0:
         return
+    smallest, largest = (int(v) for v in torch.aminmax(value))  # one pass: the common, valid case
+    if smallest >= low and largest < high:
+        return
     bad = (value < low) | (value >= high)
     if allow is not None:
         bad &= value != allow
@@ -121,14 +124,16 @@ def check_range(name: str, value: torch.Tensor, low: int, high: int, *, allow: i
 
 
 def check_non_negative(name: str, value: torch.Tensor) -> None:
-    if value.numel() and bool((value < 0).any()):
-        raise ValueError(f"{name}: expected non-negative values, found {int(value.min())}")
+    if value.numel() and (smallest := int(value.min())) < 0:
+        raise ValueError(f"{name}: expected non-negative values, found {smallest}")
 
 
 def check_fits_int32(name: str, value: torch.Tensor) -> None:
     """Values written into an int32 destination must not narrow (int64 -> int32 overflow)."""
-    too_wide = value.dtype == torch.int64 and value.numel() > 0
-    if too_wide and bool(((value > _INT32_MAX) | (value < -_INT32_MAX - 1)).any()):
+    if value.dtype != torch.int64 or value.numel() == 0:
+        return
+    smallest, largest = (int(v) for v in torch.aminmax(value))
+    if largest > _INT32_MAX or smallest < -_INT32_MAX - 1:
         raise ValueError(f"{name}: values do not fit the int32 destination (max {int(value.max())})")
 
 

@@ -9,12 +9,11 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from .. import config
 from ..runtime import record_stream_each
 from ..validation import check_positive_int
 
 __all__ = ["load_token_map", "record_stream_each"]
-
-ENV_USE_MODELSCOPE = "SPEC_HAL_USE_MODELSCOPE"  # 1: resolve `org/repo/file` through ModelScope
 
 
 class TokenMapNotFoundError(FileNotFoundError, ValueError):
@@ -79,7 +78,7 @@ def _hub_file(path: str) -> Path:
     if repo is None:
         raise TokenMapNotFoundError(f"path: no such file {path!r} (and it is not of the form org/repo/file)")
     repo_id, filename = repo
-    if os.environ.get(ENV_USE_MODELSCOPE, "").strip().lower() in {"1", "true", "yes", "on"}:
+    if config.use_modelscope():
         return _modelscope_file(repo_id, filename)
     return _hugging_face_file(repo_id, filename)
 
@@ -126,7 +125,7 @@ def _modelscope_file(repo_id: str, filename: str) -> Path:
         from modelscope.hub.file_download import model_file_download
     except ImportError as error:
         raise ImportError(
-            f"{ENV_USE_MODELSCOPE}=1 needs the modelscope package (pip install modelscope), "
+            f"{config.ENV_USE_MODELSCOPE}=1 needs the modelscope package (pip install modelscope), "
             "or unset it to use the Hugging Face Hub"
         ) from error
     try:
