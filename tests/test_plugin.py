@@ -96,3 +96,28 @@ def test_device_override_filters_plugins_before_import(plugin_site):
     done = run_python(plugin_site, code, SPEC_HAL_DEVICE="cpu")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "['skipped', 'skipped', 'skipped'] False"
+
+
+CHECK = "import sys, spec_hal.cli as c; sys.exit(c.main(['check', '--device', 'oot', '--ops', 'fast_topk', '--no-compile']))"
+
+
+def test_conformance_suite_runs_the_plugin_op_and_catches_its_wrong_variant(plugin_site):
+    good = run_python(plugin_site, CHECK, OOT_VENDOR_PRESENT="1")
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert "oot_kernel" in good.stdout and "FAIL" not in good.stdout
+    wrong = run_python(plugin_site, CHECK, OOT_VENDOR_PRESENT="1", OOT_VENDOR_WRONG="1")
+    assert wrong.returncode == 1, wrong.stdout + wrong.stderr
+    assert "FAIL fast_topk [oot_kernel]" in wrong.stdout
+    assert "FAIL fast_topk [portable]" not in wrong.stdout
+
+
+def test_pytest_form_of_the_suite_runs_the_plugin_op(plugin_site, tmp_path):
+    report = tmp_path / "oot.json"
+    code = (
+        "import sys, pytest; sys.exit(pytest.main(['--pyargs', 'spec_hal.conformance', '--spec-hal-device=oot', "
+        f"'-q', '-p', 'no:cacheprovider', '-k', 'fast_topk and oot_kernel and not compile', '--spec-hal-report={report}']))"
+    )
+    done = run_python(plugin_site, code, OOT_VENDOR_PRESENT="1")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    data = json.loads(report.read_text())
+    assert data["device"] == "oot" and data["summary"].get("pass", 0) > 0 and not data["summary"].get("fail")

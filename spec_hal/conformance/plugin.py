@@ -26,6 +26,11 @@ def pytest_addoption(parser: Any) -> None:
     group.addoption(
         "--spec-hal-small", action="store_true", help="conformance: only small cases (Triton interpreter)"
     )
+    group.addoption(
+        "--spec-hal-emulate",
+        action="store_true",
+        help="conformance: run the device's providers on CPU tensors (results are emulated)",
+    )
 
 
 def _devices(config: Any) -> list[Any]:
