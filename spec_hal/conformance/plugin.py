@@ -89,6 +89,7 @@ def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
         results,
         registry.device(devices[0]) if devices else registry.current_device(),
         time.time() - session.config._spec_hal_started,
+        bool(session.config.getoption("--spec-hal-emulate")),
     )
     data["devices"] = devices
     with open(path, "w", encoding="utf-8") as handle:
