@@ -156,6 +156,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
         small_only=args.small,
         compile=not args.no_compile,
         compile_backend=args.compile_backend,
+        inductor_ops=frozenset(args.inductor_ops.split(",")) if args.inductor_ops else frozenset(),
         emulated=args.emulate,
     )
     done = [0]
@@ -200,7 +201,11 @@ def _print_check(data: dict[str, Any]) -> None:
     for row in data["results"]:
         cell = table.setdefault((row["op"], row["provider"]), {})
         cell[row["status"]] = cell.get(row["status"], 0) + 1
-    where = f"{data['device']} (EMULATED: its providers on CPU tensors)" if data.get("emulated") else data["device"]
+    where = (
+        f"{data['device']} (EMULATED: its providers on CPU tensors)"
+        if data.get("emulated")
+        else data["device"]
+    )
     print(
         f"conformance on {where} ({data['seconds']} s): "
         + ", ".join(f"{v} {k}" for k, v in sorted(data["summary"].items()))
@@ -240,6 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--compile-backend", default="aot_eager", help="torch.compile backend (default aot_eager)"
     )
+    check.add_argument("--inductor-ops", help="comma-separated ops whose compile check uses inductor")
     check.set_defaults(run=_cmd_check)
 
     bench = sub.add_parser(

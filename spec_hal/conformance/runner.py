@@ -57,6 +57,8 @@ class Selection:
     emulated: bool = False
     compile: bool = True
     compile_backend: str = "aot_eager"
+    #: ops compiled with inductor instead (the full compiler costs seconds per op: a few per family)
+    inductor_ops: frozenset[str] = frozenset()
     graphs: bool = True
     stats: dict[str, float] = field(default_factory=dict)
 
@@ -311,12 +313,13 @@ def planned(
             key = (case.op, provider)
             if selection.compile and key not in compiled_ops and case.kind == "random":
                 compiled_ops.add(key)
+                backend = "inductor" if case.op in selection.inductor_ops else selection.compile_backend
                 yield (
                     case.op,
                     provider,
-                    "compile",
+                    f"compile-{backend}",
                     case.name,
-                    lambda c=case, p=provider: run_compile_case(c, device, p, selection.compile_backend),
+                    lambda c=case, p=provider, b=backend: run_compile_case(c, device, p, b),
                 )
             if graphs and key not in captured_ops and case.kind == "random" and provider != registry.PORTABLE:
                 captured_ops.add(key)
