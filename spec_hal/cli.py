@@ -257,6 +257,14 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", help="write the results as JSON")
     bench.add_argument("--plot", help="write a PNG plot (needs matplotlib: the bench extra)")
     bench.set_defaults(run=_cmd_bench)
+
+    from . import demo
+
+    demo_parser = sub.add_parser(
+        "demo", help="an end-to-end speculative decoding loop built from spec_hal ops"
+    )
+    demo.add_arguments(demo_parser)
+    demo_parser.set_defaults(run=demo.main)
     return parser
 
 

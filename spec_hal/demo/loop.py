@@ -1,0 +1,536 @@
+"""The speculative-decoding loop of the demo, built from ``spec_hal.ops`` (spec v2 style).
+
+A request's state between iterations: ``seq_len`` tokens have KV in the cache, and the last
+committed token (the *root*, ``verified_id``) has not been run yet. One iteration of a batch:
+
+draft phase (device, no host sync):
+  1. ``assign_draft_cache_locs_contiguous``: the K*S draft slots (K branches of S steps);
+     ``generate_draft_decode_kv_indices``: per draft step, each branch's KV list (prefix + its steps).
+  2. S draft forwards of K rows per request (step 0 runs the root once per branch). After each:
+     greedy trees ``renorm_draft_probs`` + ``fast_topk``, greedy chains ``draft_topk1_postprocess``,
+     sampled chains ``sample_draft_proposal``; then ``select_top_k_tokens`` keeps the K best paths.
+     Before step i >= 2 each branch's earlier draft KV is re-gathered from the branch its new node
+     descends from (``move_kv_cache``), so draft attention follows the real tree path.
+  3. ``organize_draft_results`` + ``build_tree_kernel_efficient`` (QLEN_ONLY mask): the D-node tree.
+host (grammar mode only): ``generate_token_bitmask`` over the tree, copied to the device.
+verify phase (device, no host sync):
+  4. ``assign_extend_cache_locs_uniform``: the D verify slots; the target forward over the tree
+     (and the recurrent block's per-node states into ``intermediate_ssm``).
+  5. ``target_verify_topk1_postprocess`` (greedy chain) | ``verify_tree_greedy`` (greedy tree) |
+     ``chain_speculative_sampling`` (sampled chain) | ``tree_speculative_sampling_target_only``
+     (sampled tree); optionally ``generate_simulated_accept_index`` (benchmark mode, host draw).
+  6. ``fill_bonus_tokens`` (next root), ``move_accept_tokens_to_target_kvcache`` (accepted KV to its
+     committed columns), ``commit_mamba_states_after_verify`` (recurrent state of the last accepted
+     node).
+host: read the committed tokens, advance ``seq_len``, finish requests (``PagedKVCache.release``).
+
+Both phases read and write only per-batch-size static buffers (:class:`StepBuffers`), so on a device
+with graph capture each is captured once per batch size and replayed.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from .. import ops, runtime
+from .cache import DUMMY_ROW, PagedKVCache
+from .model import TinyLM, apply_token_bitmask
+
+
+@dataclass(frozen=True)
+class SpecConfig:
+    topk: int = 2
+    num_steps: int = 3
+    draft_token_num: int | None = None  # None: min(K + (S-1)K^2, S*K) + 1 (S + 1 for chains)
+    page_size: int = 1
+    sampling: str = "greedy"  # or "rejection"
+    temperature: float = 1.0
+    simulate_acc_len: float | None = None  # benchmark mode: a simulated mean accept length
+    use_graphs: bool = True  # where the device supports capture
+
+    @property
+    def num_nodes(self) -> int:
+        if self.draft_token_num is not None:
+            return self.draft_token_num
+        k, s = self.topk, self.num_steps
+        return min(k + (s - 1) * k * k, s * k) + 1
+
+    def check(self, vocab_size: int) -> None:
+        k, s, d = self.topk, self.num_steps, self.num_nodes
+        if k < 1 or s < 1 or self.page_size < 1:
+            raise ValueError("topk, num_steps and page_size must be >= 1")
+        if self.sampling not in ("greedy", "rejection"):
+            raise ValueError(f"sampling must be 'greedy' or 'rejection', got {self.sampling!r}")
+        if k == 1 and d != s + 1:
+            raise ValueError(f"a chain (topk 1) verifies num_steps + 1 = {s + 1} tokens, got {d}")
+        if not 2 <= d <= k + (s - 1) * k * k + 1:
+            raise ValueError(f"draft_token_num must lie in [2, K + (S-1)K^2 + 1], got {d}")
+        if self.simulate_acc_len is not None and k > 1 and vocab_size <= 100:
+            raise ValueError("simulated acceptance of trees commits token 100: needs vocab_size > 100")
+
+
+@dataclass
+class Request:
+    prompt: list[int]
+    max_new_tokens: int
+    grammar: object | None = None  # a spec_hal.ops.Grammar (tracks the committed tokens)
+    output: list[int] = field(default_factory=list)
+    row: int = DUMMY_ROW
+    seq_len: int = 0  # tokens with KV in the cache
+    root: int = 0  # last committed token, not run yet
+
+    @property
+    def finished(self) -> bool:
+        done = self.grammar is not None and self.grammar.is_terminated()
+        return done or len(self.output) >= self.max_new_tokens
+
+
+@dataclass
+class Stats:
+    tokens: int = 0
+    verify_rows: int = 0  # request-iterations
+    committed: int = 0  # tokens committed by verify (bonus included)
+    decode_seconds: float = 0.0
+    graphs: int = 0
+
+    @property
+    def mean_accepted_length(self) -> float:
+        return self.committed / max(self.verify_rows, 1)
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.tokens / self.decode_seconds if self.decode_seconds else 0.0
+
+
+class StepBuffers:
+    """Every tensor one iteration of a batch of ``bs`` reads or writes, allocated once."""
+
+    def __init__(self, engine: SpecDecoder, bs: int) -> None:
+        k, s, d = engine.spec.topk, engine.spec.num_steps, engine.spec.num_nodes
+        vocab, pool_len = engine.model.config.vocab_size, engine.cache.max_context
+        device = engine.device
+
+        def ints(*shape: int, dtype: torch.dtype = torch.int64, fill: int = 0) -> Tensor:
+            return torch.full(shape, fill, dtype=dtype, device=device)
+
+        self.bs = bs
+        # inputs (written by the host before each iteration)
+        self.req_pool_indices = ints(bs)
+        self.seq_lens = ints(bs)
+        self.verified_id = ints(bs)
+        # draft phase
+        self.draft_slots = ints(bs * k * s)
+        self.branch_prefix = ints(bs * k)
+        self.draft_positions = ints(bs * k)
+        self.kv_indices = ints(s, k * bs * pool_len + bs * k * s, dtype=torch.int32)
+        self.kv_indptr = ints(s, bs * k + 1, dtype=torch.int32)  # column 0 stays 0
+        self.temperatures = torch.full((bs * k, 1), engine.spec.temperature, device=device)
+        self.draft_probs = (
+            torch.zeros(bs, d, vocab, device=device) if engine.spec.sampling != "greedy" else None
+        )
+        self.tree_mask = torch.zeros(bs * d * d, dtype=torch.bool, device=device)
+        self.tree_positions = ints(bs * d)
+        self.retrieve_index = ints(bs, d)
+        self.retrieve_next_token = ints(bs, d)
+        self.retrieve_next_sibling = ints(bs, d)
+        self.candidates = ints(bs, d)
+        # verify phase
+        self.out_cache_loc = ints(bs * d)
+        self.bitmask = ints(bs * d, math.ceil(vocab / 32), dtype=torch.int32, fill=-1)
+        self.intermediate_ssm = torch.zeros(
+            1, bs, d, engine.cache.ssm_states.shape[2], device=device, dtype=engine.cache.ssm_states.dtype
+        )
+        width = s + 1
+        self.predicts = ints(bs * d, dtype=torch.int32)
+        self.accept_index = ints(bs, width, dtype=torch.int32, fill=-1)
+        self.num_correct_drafts = ints(bs, dtype=torch.int32)
+        self.accept_lens = ints(bs, dtype=torch.int32)
+        self.bonus_tokens = ints(bs, dtype=torch.int32)
+        self.accept_tokens = ints(bs, width)
+        self.tgt_loc = ints(bs * width)
+        self.src_loc = ints(bs * width)
+        # the remaining outputs of target_verify_topk1_postprocess (greedy chains)
+        self.topk1_rest = (ints(bs), ints(bs), ints(bs * d))
+
+    def load(self, requests: list[Request]) -> None:
+        def put(buffer: Tensor, values: list[int]) -> None:
+            buffer.copy_(torch.tensor(values, dtype=buffer.dtype))
+
+        put(self.req_pool_indices, [r.row for r in requests])
+        put(self.seq_lens, [r.seq_len for r in requests])
+        put(self.verified_id, [r.root for r in requests])
+
+    def load_dummy(self) -> None:
+        """Inputs for capture runs: every row is the dummy row (it writes only dummy slots/lines)."""
+        self.req_pool_indices.fill_(DUMMY_ROW)
+        self.seq_lens.zero_()
+        self.verified_id.zero_()
+
+
+@dataclass
+class _RecurrentStates:
+    """The verify-step view of the recurrent cache that commit_mamba_states_after_verify reads."""
+
+    ssm_states: Tensor
+    intermediate_ssm: Tensor
+    state_indices: Tensor
+    conv_states: list = field(default_factory=list)  # the demo's recurrent block has no conv window
+    intermediate_conv_windows: list = field(default_factory=list)
+    mamba_track_interval: int | None = None
+    mamba_track_indices: Tensor | None = None
+
+
+class SpecDecoder:
+    def __init__(
+        self,
+        model: TinyLM,
+        spec: SpecConfig,
+        *,
+        max_requests: int,
+        max_context: int,
+        device: torch.device | str,
+        seed: int = 0,
+    ) -> None:
+        spec.check(model.config.vocab_size)
+        self.model, self.spec = model, spec
+        self.device = torch.device(device)
+        k, s, ps = spec.topk, spec.num_steps, spec.page_size
+        # headroom past the committed tokens: the draft's paged branches and the verify window
+        headroom = k * (s + 2 * ps) + spec.num_nodes + ps
+        pool_len = -(-(max_context + headroom) // ps) * ps
+        config = model.config
+        self.cache = PagedKVCache(
+            num_layers=config.num_layers,
+            num_heads=config.num_heads,
+            head_dim=config.head_dim,
+            page_size=ps,
+            num_pages=max_requests * pool_len // ps + 1,
+            max_requests=max_requests,
+            max_context=pool_len,
+            state_size=config.state_size,
+            device=self.device,
+            dtype=model.embedding.dtype,
+        )
+        self.host_generator = torch.Generator().manual_seed(seed)  # simulated accept lengths
+        self.graphs = spec.use_graphs and runtime.supports_graph_capture(self.device)
+        self._buffers: dict[int, StepBuffers] = {}
+        self._replays: dict[int, tuple] = {}
+        self.stats = Stats()
+
+    # ---- the two device phases -----------------------------------------------------------------
+
+    def _draft_rows(self, b: StepBuffers, step: int) -> tuple[Tensor, Tensor]:
+        """Row z's KV list of draft step ``step`` as a padded slot table (from A4's CSR layout)."""
+        indptr = b.kv_indptr[step].long()
+        start, length = indptr[:-1], indptr[1:] - indptr[:-1]
+        column = torch.arange(self.cache.max_context + self.spec.num_steps, device=self.device)
+        visible = column < length[:, None]
+        position = (start[:, None] + column).clamp(max=b.kv_indices.shape[1] - 1)
+        slots = b.kv_indices[step].long()[position]
+        return torch.where(visible, slots, 0), visible
+
+    def _regather_branches(self, b: StepBuffers, tree_parents: Tensor, step: int) -> None:
+        """Before draft step ``step`` >= 2: branch t's draft slots 1..step-1 get the KV of the branch
+        its new frontier node descends from (A4 lists each branch's own slots, but select_top_k_tokens
+        may have moved a branch to another parent)."""
+        k, s = self.spec.topk, self.spec.num_steps
+        chosen = tree_parents - (k * k * (step - 2) + k)  # undo select_top_k_tokens' node numbering
+        parent_branch = chosen.div(k, rounding_mode="floor")  # [bs, K]
+        slots = b.draft_slots.view(b.bs, k, s)
+        source = slots.gather(1, parent_branch[:, :, None].expand(-1, -1, s))[:, :, 1:step]
+        target = slots[:, :, 1:step]
+        stays = (parent_branch == torch.arange(k, device=self.device))[:, :, None]
+        segments = torch.full((b.bs,), k * (step - 1), dtype=torch.int64, device=self.device)
+        ops.move_kv_cache(
+            self.cache.layer_kv(self.model.config.draft_layers),
+            torch.where(stays, -1, target).flatten(),
+            torch.where(stays, -1, source).flatten(),
+            segments,  # one segment per request: its lanes read before any of them writes
+        )
+
+    def _propose(self, b: StepBuffers, logits: Tensor, step: int) -> tuple[Tensor, Tensor]:
+        """The children of each expanded node: (probabilities or path weights, tokens)."""
+        k, rows = self.spec.topk, logits.shape[0]
+        if self.spec.sampling == "greedy":
+            if k == 1:  # advances draft_positions in place
+                return ops.draft_topk1_postprocess(logits, b.draft_positions)
+            return ops.fast_topk(ops.renorm_draft_probs(logits, None, False), k)
+        if k == 1:  # the chain verify needs the exact q each draft token was drawn from
+            q, q_of_token, token = ops.sample_draft_proposal(logits, b.temperatures[:rows])
+            assert b.draft_probs is not None
+            b.draft_probs[:, step].copy_(q)
+            return q_of_token, token
+        # trees are verified target-only: their tokens are the top-k of the tempered draft
+        return ops.fast_topk(ops.renorm_draft_probs(logits, b.temperatures[:rows], True), k)
+
+    def draft_phase(self, b: StepBuffers) -> None:
+        spec, cache, model = self.spec, self.cache, self.model
+        k, s, d, bs = spec.topk, spec.num_steps, spec.num_nodes, b.bs
+        ops.assign_draft_cache_locs_contiguous(
+            b.req_pool_indices, cache.req_to_token, b.seq_lens, k, s, spec.page_size, out=b.draft_slots
+        )
+        b.branch_prefix.copy_(b.seq_lens.repeat_interleave(k))
+        ops.generate_draft_decode_kv_indices(
+            b.req_pool_indices, cache.req_to_token, b.seq_lens, b.branch_prefix, spec.page_size, k, s,
+            b.kv_indices, b.kv_indptr,
+        )  # fmt: skip
+        b.draft_positions.copy_(b.branch_prefix)
+        slots = b.draft_slots.view(bs, k, s)
+        tokens = b.verified_id.repeat_interleave(k)  # step 0: the root, once per branch
+        scores, trees = None, []
+        for step in range(s):
+            if step >= 2 and k > 1:
+                self._regather_branches(b, trees[-1][2], step)
+            kv_slots, visible = self._draft_rows(b, step)
+            x = model.embed(tokens, b.draft_positions)
+            x = model.paged_layers(
+                x, range(model.config.draft_layers), slots[:, :, step].flatten(), kv_slots, visible,
+                cache.k, cache.v,
+            )  # fmt: skip
+            logits = model.logits(x)
+            if step == 0:
+                logits = logits[::k]  # the K copies of the root agree: one row per request
+            topk_p, topk_index = self._propose(b, logits, step)
+            tokens, _, scores, tree = ops.select_top_k_tokens(step, topk_p, topk_index, None, scores, k)
+            trees.append(tree)
+            if k > 1 or spec.sampling != "greedy":
+                b.draft_positions.add_(1)
+        score_list, token_list, parents_list = (list(part) for part in zip(*trees, strict=True))
+        parent_list, selected_index, draft_tokens = ops.organize_draft_results(
+            score_list, token_list, parents_list, d
+        )
+        *_, flat_tokens = ops.build_tree_kernel_efficient(
+            parent_list, selected_index, b.seq_lens, k, s, d, ops.QLEN_ONLY,
+            tree_mask=b.tree_mask, positions=b.tree_positions, retrieve_index=b.retrieve_index,
+            retrieve_next_token=b.retrieve_next_token, retrieve_next_sibling=b.retrieve_next_sibling,
+            verified_id=b.verified_id, draft_tokens=draft_tokens,
+        )  # fmt: skip
+        b.candidates.copy_(flat_tokens.view(bs, d))
+
+    def _target_forward(self, b: StepBuffers) -> Tensor:
+        """Target logits ``[bs*D, V]`` of every tree node; KV of all layers into the verify slots."""
+        model, cache, d, bs = self.model, self.cache, self.spec.num_nodes, b.bs
+        pool_len = cache.max_context
+        ops.assign_extend_cache_locs_uniform(
+            b.req_pool_indices, cache.req_to_token, b.seq_lens, d, out=b.out_cache_loc
+        )
+        # node (b, i) sees the committed prefix of request b, then the tree nodes the mask allows
+        prefix_slots = cache.req_to_token[b.req_pool_indices].long()[:, None, :].expand(bs, d, pool_len)
+        prefix_visible = torch.arange(pool_len, device=self.device) < b.seq_lens[:, None, None]
+        tree_mask = b.tree_mask.view(bs, d, d)
+        kv_slots = torch.cat([prefix_slots, b.out_cache_loc.view(bs, 1, d).expand(bs, d, d)], 2)
+        visible = torch.cat([prefix_visible.expand(bs, d, pool_len), tree_mask], 2)
+        x = model.embed(b.candidates.flatten(), b.tree_positions)
+        x = model.paged_layers(
+            x, range(model.config.num_layers), b.out_cache_loc, kv_slots.view(bs * d, -1),
+            visible.view(bs * d, -1), cache.k, cache.v,
+        )  # fmt: skip
+        if model.has_recurrent:
+            depth = b.tree_positions.view(bs, d) - b.seq_lens[:, None]
+            previous = cache.ssm_states[0, b.req_pool_indices]
+            states = model.recurrent_states(x.view(bs, d, -1), tree_mask, depth, previous)
+            b.intermediate_ssm[0].copy_(states)  # committed after acceptance, never before
+            x = model.add_recurrent(x, states.reshape(bs * d, -1))
+        return model.logits(x)
+
+    def verify_phase(self, b: StepBuffers) -> None:
+        spec, d, bs = self.spec, self.spec.num_nodes, b.bs
+        logits = apply_token_bitmask(self._target_forward(b), b.bitmask)
+        tree = (b.candidates, b.retrieve_index, b.retrieve_next_token, b.retrieve_next_sibling)
+        b.predicts.zero_()
+        b.accept_index.fill_(-1)
+        if spec.sampling == "greedy" and spec.topk == 1:
+            ops.target_verify_topk1_postprocess(
+                logits, b.candidates, b.retrieve_index, b.retrieve_next_token, b.seq_lens,
+                out=(b.predicts, b.num_correct_drafts, b.accept_lens, b.accept_index, b.bonus_tokens,
+                     *b.topk1_rest),
+            )  # fmt: skip
+        elif spec.sampling == "greedy":
+            target_predict = logits.argmax(-1).view(bs, d)
+            ops.verify_tree_greedy(b.predicts, b.accept_index, b.num_correct_drafts, *tree, target_predict)
+        else:
+            target_probs = (logits.float() / spec.temperature).softmax(-1).view(bs, d, -1)
+            coins = torch.rand(bs, d, device=self.device)
+            final_coins = torch.rand(bs, device=self.device)
+            assert b.draft_probs is not None
+            if spec.topk == 1:
+                ops.chain_speculative_sampling(
+                    b.predicts, b.accept_index, b.num_correct_drafts, b.candidates, b.retrieve_index,
+                    coins, final_coins, target_probs, b.draft_probs,
+                )  # fmt: skip
+            else:
+                b.draft_probs.zero_()  # target-only: the scratch collects rejected siblings' p
+                ops.tree_speculative_sampling_target_only(
+                    b.predicts, b.accept_index, b.num_correct_drafts, *tree, coins, final_coins,
+                    target_probs, b.draft_probs,
+                )  # fmt: skip
+        if spec.simulate_acc_len is not None:  # benchmark mode: replace the verify result
+            chain = spec.topk == 1
+            simulated = ops.generate_simulated_accept_index(
+                b.accept_index, b.predicts, b.num_correct_drafts, b.candidates,
+                logits.argmax(-1).view(bs, d), spec.num_steps, spec.simulate_acc_len, "match-expected",
+                "real-draft-token" if chain else "fixed", generator=self.host_generator,
+            )  # fmt: skip
+            b.accept_index.copy_(simulated)
+        self._accept(b)
+
+    def _accept(self, b: StepBuffers) -> None:
+        cache = self.cache
+        torch.add(b.num_correct_drafts, 1, out=b.accept_lens)
+        # the token committed after accepted node j is predicts at its flat id (the last: the bonus)
+        accepted = b.accept_index.long()
+        committed = b.predicts.long()[accepted.clamp(min=0)]
+        b.accept_tokens.copy_(torch.where(accepted >= 0, committed, -1))
+        ops.fill_bonus_tokens(b.accept_tokens, b.accept_lens, bonus_tokens=b.bonus_tokens)
+        ops.move_accept_tokens_to_target_kvcache(
+            cache.kv, b.req_pool_indices, cache.req_to_token, b.seq_lens, b.num_correct_drafts,
+            b.accept_index, b.out_cache_loc, tgt_loc=b.tgt_loc, src_loc=b.src_loc,
+        )  # fmt: skip
+        if self.model.has_recurrent:
+            states = _RecurrentStates(cache.ssm_states, b.intermediate_ssm, b.req_pool_indices)
+            ops.commit_mamba_states_after_verify(states, b.accept_index, b.accept_lens, self.spec.num_nodes)
+
+    # ---- host side -----------------------------------------------------------------------------
+
+    def _columns_needed(self, seq_len: int) -> int:
+        """req_to_token columns one iteration touches (the verify window and the draft branches)."""
+        k, s, ps = self.spec.topk, self.spec.num_steps, self.spec.page_size
+        if ps > 1 and k > 1:  # §A3's paged tree layout: each branch owns whole pages
+            partial = seq_len % ps
+            draft_end = seq_len - partial + k * -(-(partial + s) // ps) * ps
+        else:
+            draft_end = seq_len + k * s
+        return max(draft_end, seq_len + self.spec.num_nodes)
+
+    def buffers(self, bs: int) -> StepBuffers:
+        if bs not in self._buffers:
+            self._buffers[bs] = StepBuffers(self, bs)
+        return self._buffers[bs]
+
+    def _phases(self, b: StepBuffers) -> tuple:
+        """(draft, verify) callables: graph replays where capture is supported, else the phases."""
+        if not self.graphs:
+            return (lambda: self.draft_phase(b), lambda: self.verify_phase(b))
+        if b.bs not in self._replays:
+            b.load_dummy()  # capture runs each phase once for real: let it write only dummy rows
+            draft = runtime.capture_graph(lambda: self.draft_phase(b), self.device)
+            # simulated acceptance draws its length on the host: that verify cannot be replayed
+            verify = (
+                (lambda: self.verify_phase(b))
+                if self.spec.simulate_acc_len is not None
+                else runtime.capture_graph(lambda: self.verify_phase(b), self.device)
+            )
+            self._replays[b.bs] = (draft, verify)
+            self.stats.graphs += 1 if self.spec.simulate_acc_len is not None else 2
+        return self._replays[b.bs]
+
+    def prepare(self, batch_sizes: range) -> None:
+        """Allocate (and capture) the step of each batch size ahead of the timed loop."""
+        for bs in batch_sizes:
+            self._phases(self.buffers(bs))
+        runtime.synchronize(self.device)
+
+    def _prefill(self, requests: list[Request]) -> None:
+        """Run the prompts (one padded forward), commit their KV and state, pick each first token."""
+        model, cache = self.model, self.cache
+        for request in requests:
+            request.row = cache.new_request()
+        cache.reserve([r.row for r in requests], [len(r.prompt) for r in requests])
+        longest = max(len(r.prompt) for r in requests)
+        tokens = torch.zeros(len(requests), longest, dtype=torch.long)
+        for i, request in enumerate(requests):
+            tokens[i, : len(request.prompt)] = torch.tensor(request.prompt)
+        tokens = tokens.to(self.device)
+        rows = torch.tensor([r.row for r in requests], device=self.device)
+        lengths = torch.tensor([len(r.prompt) for r in requests], device=self.device)
+        positions = torch.arange(longest, device=self.device)
+        # padding positions map to spare slots of the request's last page or to dummy slot 0
+        slots = cache.req_to_token[rows, :longest].long()
+        causal = torch.ones(longest, longest, dtype=torch.bool, device=self.device).tril()
+        x = model.embed(tokens, positions).view(len(requests) * longest, -1)
+        x = model.paged_layers(
+            x, range(model.config.num_layers), slots.flatten(),
+            slots[:, None, :].expand(-1, longest, -1).reshape(-1, longest),
+            causal.repeat(len(requests), 1), cache.k, cache.v,
+        ).view(len(requests), longest, -1)  # fmt: skip
+        last = lengths - 1
+        batch = torch.arange(len(requests), device=self.device)
+        if model.has_recurrent:
+            previous = x.new_zeros(len(requests), model.config.state_size)
+            states = model.recurrent_states(
+                x, causal.expand(len(requests), -1, -1), positions.expand(len(requests), -1), previous
+            )
+            cache.ssm_states[0, rows] = states[batch, last]
+            x = model.add_recurrent(x, states)
+        logits = model.logits(x[batch, last])
+        if requests[0].grammar is not None:
+            logits = apply_token_bitmask(logits, self._grammar_masks(requests).to(self.device))
+        if self.spec.sampling == "greedy":
+            first = logits.argmax(-1)
+        else:
+            _, first = ops.fast_sample((logits.float() / self.spec.temperature).softmax(-1))
+        for request, token in zip(requests, first.flatten().tolist(), strict=True):
+            request.seq_len = len(request.prompt)
+            self._commit(request, [token])
+
+    def _grammar_masks(self, requests: list[Request]) -> Tensor:
+        vocab = self.model.config.vocab_size
+        mask = requests[0].grammar.allocate_vocab_mask(vocab, len(requests), "cpu")
+        for i, request in enumerate(requests):
+            request.grammar.fill_vocab_mask(mask, i)
+        return mask
+
+    def _commit(self, request: Request, tokens: list[int]) -> None:
+        for token in tokens:
+            if request.finished:
+                break
+            request.output.append(token)
+            if request.grammar is not None:
+                request.grammar.accept_token(token)
+        request.root = tokens[-1]
+
+    def _iterate(self, batch: list[Request]) -> None:
+        self.cache.reserve([r.row for r in batch], [self._columns_needed(r.seq_len) for r in batch])
+        b = self.buffers(len(batch))
+        draft, verify = self._phases(b)
+        b.load(batch)
+        draft()
+        if batch[0].grammar is not None:  # the tree goes to the host and its mask comes back
+            tree_on_host = (t.cpu() for t in (b.retrieve_next_token, b.retrieve_next_sibling, b.candidates))
+            bitmask, _ = ops.generate_token_bitmask(batch, *tree_on_host, self.model.config.vocab_size)
+            b.bitmask.copy_(bitmask)
+        verify()
+        lengths = b.accept_lens.tolist()
+        tokens = b.accept_tokens.tolist()
+        bonus = b.bonus_tokens.tolist()
+        for i, request in enumerate(batch):
+            request.seq_len += lengths[i]
+            self._commit(request, tokens[i][: lengths[i]])
+            request.root = bonus[i]  # equals the last committed token
+        self.stats.verify_rows += len(batch)
+        self.stats.committed += sum(lengths)
+
+    def generate(self, requests: list[Request]) -> list[Request]:
+        """Decode every request to completion; each is released (KV and row) when it finishes."""
+        self._prefill(requests)
+        prefilled = len(requests)  # one token each, not counted as decode throughput
+        runtime.synchronize(self.device)
+        start = time.perf_counter()
+        active = requests
+        while True:
+            for request in active:
+                if request.finished:
+                    self.cache.release(request.row)
+            active = [r for r in active if not r.finished]
+            if not active:
+                break
+            self._iterate(active)
+        runtime.synchronize(self.device)
+        self.stats.decode_seconds += time.perf_counter() - start
+        self.stats.tokens += sum(len(r.output) for r in requests) - prefilled
+        return requests
