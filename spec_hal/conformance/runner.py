@@ -186,8 +186,21 @@ def _checked(case: Case, kwargs: dict[str, Any], result: Any) -> dict[str, Any]:
     return state
 
 
+def fresh_build(case: Case, device: torch.device) -> dict[str, Any]:
+    """``case.build(device)``, refusing a builder that hands out the same tensors twice: runs mutate
+    their arguments, so shared tensors would make a comparison read its own output."""
+    kwargs = case.build(device)
+    again = case.build(device)
+    storages = {t.untyped_storage().data_ptr() for _, t in tensors_in(again) if t.numel()}
+    if any(t.numel() and t.untyped_storage().data_ptr() in storages for _, t in tensors_in(kwargs)):
+        raise ValueError(
+            f"case {case.name!r} of {case.op}: its builder returns shared tensors; build fresh ones"
+        )
+    return kwargs
+
+
 def reference(case: Case) -> dict[str, Any]:
-    kwargs = case.build(CPU)
+    kwargs = fresh_build(case, CPU)
     portable = registry.PORTABLE if case.op in registry.ops() else COMPOSITE
     with provider_forced(case.op, portable):
         result = call(case, kwargs)
@@ -204,7 +217,7 @@ def run_case(case: Case, device: torch.device, provider: str) -> list[str]:
     if case.expected is not None:
         expected = dict(case.expected())
         problems += [f"reference vs golden: {p}" for p in compare({k: want[k] for k in expected}, expected)]
-    kwargs = case.build(device)
+    kwargs = fresh_build(case, device)
     with provider_forced(case.op, provider):
         result = call(case, kwargs)
     problems += compare(_checked(case, kwargs, result), want)

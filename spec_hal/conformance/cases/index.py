@@ -356,7 +356,8 @@ def _fixed(**kwargs: Any) -> Callable[[torch.device], Kwargs]:
     """A hand-written case: host tensors (lists) moved to the device at build time."""
 
     def build(device: torch.device) -> Kwargs:
-        return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
+        # copy=True: every build must return fresh tensors (a run mutates them)
+        return {k: v.to(device, copy=True) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
 
     return build
 
@@ -674,7 +675,9 @@ def _set(**values: Any) -> Callable[[Kwargs], None]:
 
     def change(kwargs: Kwargs) -> None:
         device = next(v.device for v in kwargs.values() if isinstance(v, torch.Tensor))
-        kwargs.update({k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in values.items()})
+        kwargs.update(
+            {k: v.to(device, copy=True) if isinstance(v, torch.Tensor) else v for k, v in values.items()}
+        )
 
     return change
 
