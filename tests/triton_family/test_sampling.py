@@ -1,0 +1,130 @@
+"""Family D's topk = 1 Triton kernels (interpreted) against the portable references (the other D
+ops stay portable). Helpers and the kinds of checks: see ``test_tree.py``."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import pytest
+import torch
+from triton_family.interpreted import TRITON_VENDORS, small_cases
+from triton_family.test_tree import (
+    assert_passes,
+    assert_passes_with_vendor_config,
+    assert_providers_agree,
+    built,
+    case_id,
+    column_major,
+    padded,
+    relaid,
+)
+
+from spec_hal import registry
+from spec_hal.conformance.cases import sampling as sampling_cases
+from spec_hal.kernels.triton import sampling as sampling_kernels
+from spec_hal.kernels.triton.config import INTERPRETER
+from spec_hal.testing import isolated_registry
+
+OPS = ("draft_topk1_postprocess", "target_verify_topk1_postprocess", "draft_extend_topk1_postprocess")
+#: Past one 8192-wide block: the argmax runs in two launches (partials, then the op's kernel).
+WIDE = 8192 + 77
+
+B = sampling_cases.BUILDERS
+EXTRA = [
+    built(B, "draft_topk1_postprocess", "wide_bf16", bs=2, vocab=WIDE, dtype=torch.bfloat16),
+    built(B, "draft_topk1_postprocess", "fp16_int32", bs=3, vocab=200, dtype=torch.float16, idx_dtype=torch.int32),
+    built(B, "target_verify_topk1_postprocess", "wide_nan", bs=2, vocab=WIDE, nan_rows=True, idx_dtype=torch.int32),
+    built(B, "target_verify_topk1_postprocess", "wide_simulated_real", bs=2, vocab=WIDE, num_simulated_accept_tokens=3, use_real_draft_tokens=True),
+    built(B, "target_verify_topk1_postprocess", "simulated_fixed", bs=3, num_steps=4, num_simulated_accept_tokens=2),
+    built(B, "target_verify_topk1_postprocess", "truncated_f64", bs=3, num_steps=5, dtype=torch.float64, truncated_chains=True),
+    built(B, "draft_extend_topk1_postprocess", "wide_int32", bs=2, vocab=WIDE, idx_dtype=torch.int32, hidden_size=0),
+    built(B, "draft_extend_topk1_postprocess", "fp16_int64_dsa", bs=3, vocab=32, dtype=torch.float16, dsa_dtype=torch.int64),
+]  # fmt: skip
+STRIDED = [
+    relaid(small_cases(op)[0], layout, skip=("logits",) if op == "draft_topk1_postprocess" else ())
+    for op in OPS
+    for layout in (padded, column_major)
+]
+
+
+@pytest.mark.parametrize("case", [c for op in OPS for c in small_cases(op)] + EXTRA + STRIDED, ids=case_id)
+def test_case(case):
+    assert_passes(case)
+
+
+@pytest.mark.parametrize("vendor", TRITON_VENDORS)
+def test_every_vendor_configuration(vendor):
+    golden = [c for op in OPS for c in small_cases(op) if c.kind == "golden"]
+    assert_passes_with_vendor_config(vendor, sampling_kernels, [*golden, EXTRA[0], EXTRA[2]])
+
+
+# --------------------------------------------------------------------------------------------------
+# Malformed inputs, providers called directly
+
+
+#: Partials grids capped at 3 programs: each program takes several rows.
+SMALL_GRID = dataclasses.replace(INTERPRETER, max_grid=3)
+
+
+def provider(op: str, config=INTERPRETER):
+    return functools.partial(sampling_kernels._PROVIDERS[op], config)
+
+
+def _verify_outputs(bs: int, num_nodes: int) -> list[torch.Tensor]:
+    shapes = [
+        ((bs * num_nodes,), torch.int32), ((bs,), torch.int32), ((bs,), torch.int32),
+        ((bs, num_nodes), torch.int32), ((bs,), torch.int32), ((bs,), torch.int64),
+        ((bs,), torch.int64), ((bs * num_nodes,), torch.int64),
+    ]  # fmt: skip
+    return [torch.full(shape, -7, dtype=dtype) for shape, dtype in shapes]
+
+
+@pytest.mark.parametrize("config", [INTERPRETER, SMALL_GRID], ids=["grid", "small_grid"])
+@pytest.mark.parametrize("vocab", [5, WIDE])
+def test_target_verify_garbage_ids(vocab, config):
+    # Flat ids and links outside the tree: the walk stops there and nothing is written out of range.
+    # A path write depends on its flat id only, so ids shared between requests stay unambiguous.
+    gen = torch.Generator().manual_seed(vocab)
+    bs, num_nodes = 4, 5
+    logits = torch.randn(bs * num_nodes, vocab, generator=gen)
+    logits[3, 2] = float("nan")
+    args = [
+        logits,
+        torch.randint(0, vocab, (bs, num_nodes), generator=gen),
+        torch.randint(-2, bs * num_nodes + 2, (bs, num_nodes), generator=gen).int(),
+        torch.randint(-2, num_nodes + 2, (bs, num_nodes), generator=gen),
+        torch.randint(0, 100, (bs,), generator=gen).int(),
+        0,
+        False,
+        *_verify_outputs(bs, num_nodes),
+    ]
+    # The target's argmax follows some drafts, so that walks go deeper than one step.
+    args[1][:, 1:] = logits.view(bs, num_nodes, vocab).argmax(-1)[:, :-1]
+    assert_providers_agree(
+        "target_verify_topk1_postprocess", provider("target_verify_topk1_postprocess", config), args
+    )
+
+
+@pytest.mark.parametrize("vocab", [6, WIDE])
+def test_draft_extend_out_of_range_rows(vocab):
+    gen = torch.Generator().manual_seed(vocab)
+    num_rows, bs = 5, 4
+    args = [
+        torch.randn(num_rows, vocab, generator=gen).half(),
+        torch.tensor([2, -1, num_rows + 3, 4], dtype=torch.int32),
+        torch.randn(num_rows, 3, generator=gen),
+        torch.randint(0, 99, (num_rows, 2), generator=gen),
+        torch.full((bs, 1), float("nan")),
+        torch.full((bs, 1), -7),
+        torch.full((bs, 3), float("nan")),
+        torch.full((bs, 2), -7),
+    ]
+    assert_providers_agree("draft_extend_topk1_postprocess", provider("draft_extend_topk1_postprocess"), args)
+
+
+def test_register_returns_every_op():
+    with isolated_registry():
+        assert sorted(sampling_kernels.register("cuda", INTERPRETER)) == sorted(OPS)
+        for op in OPS:
+            assert any(i.provider == "triton" for i in registry.implementations(op, "cuda"))
