@@ -11,7 +11,7 @@ if [ -f .cache/triton.tar ]; then mkdir -p ~/.triton && tar -xf .cache/triton.ta
 step() { echo; echo "=== $* ($(date +%T))"; }
 
 step install
-python3 -m pip install -q --no-deps --no-build-isolation . 2>&1 | tail -2
+python3 -m pip install -q --no-deps --no-build-isolation . 2>&1 | tail -2 || export PYTHONPATH=$PWD
 python3 -c "import torch, triton, spec_hal; print('torch', torch.__version__, 'triton', triton.__version__, 'spec_hal', spec_hal.__version__, 'device', spec_hal.current_device().name)" || exit 1
 
 step fork-safety
@@ -27,6 +27,9 @@ timeout "${CHECK_TIMEOUT:-300}" python3 -m spec_hal check --device cuda --report
 step bench
 timeout "${BENCH_TIMEOUT:-200}" python3 -m spec_hal bench --device cuda --sizes "${BENCH_SIZES:-full}" \
     --json "$OUT/bench-h200.json" --plot "$OUT/bench-h200.png" 2>/dev/null | tee "$OUT/bench.log" | tail -80
+
+step demo
+timeout "${DEMO_TIMEOUT:-150}" python3 -m spec_hal demo ${DEMO_ARGS:-} 2>&1 | tee "$OUT/demo.log" | tail -12
 
 step triton-cache
 tar -cf "$OUT/triton-cache.tar" -C ~/.triton cache 2>/dev/null && ls -la "$OUT"
