@@ -68,6 +68,9 @@ FULL_MASK = TreeMaskMode.FULL_MASK
 QLEN_ONLY = TreeMaskMode.QLEN_ONLY
 QLEN_ONLY_BITPACKING = TreeMaskMode.QLEN_ONLY_BITPACKING
 
+_SIGNED_OF = {torch.uint16: torch.int16, torch.uint32: torch.int32, torch.uint64: torch.int64}
+_MASK_MODES = frozenset(int(mode) for mode in TreeMaskMode)  # dynamo cannot trace tuple(EnumType)
+
 #: Bitpacked mask items: the dtype allocated for D <= 8/16/32 and the item sizes accepted from callers.
 _BITPACK_ALLOC = ((8, torch.uint8), (16, torch.uint16), (32, torch.uint32))
 _BITPACK_DTYPES = (
@@ -473,7 +476,8 @@ def _build_tree_kernel_efficient_portable(
         tree_mask.view(bs, num_nodes, num_nodes).copy_(ancestors)
     elif tree_mask_mode == QLEN_ONLY_BITPACKING:
         bits = (ancestors.long() << node).sum(-1)  # columns are distinct bits: sum = or
-        items = tree_mask.view(bs, num_nodes)
+        # Same-size signed view: CUDA has no bitwise_or for uint16/32/64, and the bits are the same.
+        items = tree_mask.view(bs, num_nodes).view(_SIGNED_OF.get(tree_mask.dtype, tree_mask.dtype))
         items.bitwise_or_(bits.to(items.dtype))  # the caller zero-fills; ORing is the kernels' contract
     else:
         _scatter_distinct_bool_(tree_mask, _full_mask_tree_columns(seq, num_nodes), ancestors)
@@ -525,7 +529,7 @@ def build_tree_kernel_efficient(
     check_positive_int("num_steps", num_steps)
     check_positive_int("draft_token_num", draft_token_num)
     mode = _check_int("tree_mask_mode", tree_mask_mode)
-    if mode not in tuple(TreeMaskMode):
+    if mode not in _MASK_MODES:
         raise ValueError(
             f"tree_mask_mode: expected 0 (FULL_MASK), 1 (QLEN_ONLY) or 2 (QLEN_ONLY_BITPACKING), got {mode}"
         )
