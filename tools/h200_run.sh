@@ -2,12 +2,12 @@
 # One call on the H200 (through the device tool), at most ~9 minutes: install spec_hal without touching
 # the image's torch, smoke-test the import, prove fork safety, run the conformance suite on cuda and
 # the benchmarks. Reports land in $OUT; so does a tar of the Triton cache, which the next call can
-# carry back (as .cache/triton.tar) to skip recompiling. Later issues extend this script, not copy it.
+# carry back (as .cache/triton.tgz) to skip recompiling. Later issues extend this script, not copy it.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/spec_hal_out}
 mkdir -p "$OUT"
-if [ -f .cache/triton.tar ]; then mkdir -p ~/.triton && tar -xf .cache/triton.tar -C ~/.triton; fi
+if [ -f .cache/triton.tgz ]; then mkdir -p ~/.triton && tar -xzf .cache/triton.tgz -C ~/.triton; fi
 step() { echo; echo "=== $* ($(date +%T))"; }
 
 step install
@@ -26,10 +26,11 @@ timeout "${CHECK_TIMEOUT:-300}" python3 -m spec_hal check --device cuda --report
 
 step bench
 timeout "${BENCH_TIMEOUT:-200}" python3 -m spec_hal bench --device cuda --sizes "${BENCH_SIZES:-full}" \
-    --json "$OUT/bench-h200.json" --plot "$OUT/bench-h200.png" 2>/dev/null | tee "$OUT/bench.log" | tail -80
+    --json "$OUT/bench-h200.json" --plot "$OUT/bench-h200.png" 2>"$OUT/bench.err" | tee "$OUT/bench.log" | tail -80
+tail -5 "$OUT/bench.err"
 
 step demo
 timeout "${DEMO_TIMEOUT:-150}" python3 -m spec_hal demo ${DEMO_ARGS:-} 2>&1 | tee "$OUT/demo.log" | tail -12
 
 step triton-cache
-tar -cf "$OUT/triton-cache.tar" -C ~/.triton cache 2>/dev/null && ls -la "$OUT"
+tar -czf "$OUT/triton-cache.tgz" -C ~/.triton cache 2>/dev/null; ls -la "$OUT"
