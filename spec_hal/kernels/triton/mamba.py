@@ -1,0 +1,506 @@
+"""Family G (mamba state commit) in Triton: ``verify_commit_step_indices`` (G1) and
+``scatter_mamba_states_after_mtp_verify`` (G2).
+
+G1 is one elementwise launch over the batch. G2 is one launch for the SSM state and up to
+:data:`_MAX_PARTS` - 1 conv states (more conv states take further launches of the same kernel): grid
+(entry tiles, lanes, layers), lane r < bs commits row r into ``state_indices[r]``, lane bs + r tracks
+it into ``mamba_track_indices[r]``. Every state tensor is a *part* with its own pointer, strides and
+tile shape; the tile axis enumerates the tiles of all parts one after the other, so every program
+copies one tile of one entry and the parts share the grid without idle programs. An entry is seen
+as a 2-D ``[rows, cols]`` block (its source dims coalesced: a contiguous SSM entry is one row, a
+strided conv window ``[channels, Kc-1]`` keeps its row stride), copied with 2-D tiles: no division
+or other per-element index math, and contiguous rows vectorise. The destination entry is contiguous
+(contract). A source entry that does not coalesce to two dims is copied by the portable reference
+(for that part only; no layout in use needs it).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+import triton
+import triton.language as tl
+
+from ...ops.mamba import _scatter_mamba_states_portable
+from ...registry import TRITON, register_impl
+from .config import LaunchConfig
+
+__all__ = ["register"]
+
+#: State tensors (SSM + conv) one G2 launch copies: pointer and strides are passed per part.
+_MAX_PARTS = 4
+
+
+# --------------------------------------------------------------------------------------------------
+# G1 verify_commit_step_indices
+
+
+@triton.jit
+def _floor_div(a, divisor):
+    """Floor division by a positive ``divisor`` (``//`` truncates towards zero on some backends)."""
+    quotient = a // divisor
+    return tl.where(quotient * divisor > a, quotient - 1, quotient)
+
+
+@triton.jit
+def _step_at(accept_index, request, column, in_range, width, draft_token_num, row_stride, col_stride):
+    """Tree step of the accepted node in ``column`` of each request's row; -1 where there is none."""
+    inside = in_range & (column >= 0) & (column < width)
+    node = tl.load(accept_index + request * row_stride + column * col_stride, mask=inside, other=-1)
+    node = node.to(tl.int64)
+    return tl.where(inside & (node >= 0), node - request * draft_token_num, -1)
+
+
+@triton.jit
+def _commit_steps_kernel(
+    accept_index,
+    accept_lens,
+    seq_lens,
+    last_steps,
+    track_steps,
+    bs,
+    width,
+    draft_token_num,
+    interval,
+    accept_row_stride,
+    accept_col_stride,
+    lens_stride,
+    seq_stride,
+    last_stride,
+    track_stride,
+    TRACKING: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
+    for start in range(tl.program_id(0) * BLOCK, bs, tl.num_programs(0) * BLOCK):
+        request = start + tl.arange(0, BLOCK).to(tl.int64)
+        in_range = request < bs
+        accepted = tl.load(accept_lens + request * lens_stride, mask=in_range, other=0).to(tl.int64)
+        last = _step_at(
+            accept_index,
+            request,
+            accepted - 1,
+            in_range,
+            width,
+            draft_token_num,
+            accept_row_stride,
+            accept_col_stride,
+        )
+        tl.store(last_steps + request * last_stride, last, mask=in_range)
+        if TRACKING:
+            # The last accepted token before the last interval boundary crossed: its state is the
+            # boundary's state.
+            before = tl.load(seq_lens + request * seq_stride, mask=in_range, other=0).to(tl.int64)
+            boundary = _floor_div(before + accepted, interval)
+            crosses = _floor_div(before, interval) != boundary
+            column = tl.maximum(boundary * interval - before - 1, 0)
+            tracked = _step_at(
+                accept_index,
+                request,
+                column,
+                in_range,
+                width,
+                draft_token_num,
+                accept_row_stride,
+                accept_col_stride,
+            )
+            tl.store(track_steps + request * track_stride, tl.where(crosses, tracked, -1), mask=in_range)
+
+
+def _verify_commit_step_indices(
+    config: LaunchConfig,
+    accept_index: torch.Tensor,
+    accept_lens: torch.Tensor,
+    draft_token_num: int,
+    seq_lens: torch.Tensor | None,
+    mamba_track_interval: int,
+    last_correct_step_indices: torch.Tensor,
+    mamba_steps_to_track: torch.Tensor | None,
+) -> None:
+    bs, width = accept_index.shape
+    if bs == 0:
+        return
+    tracking = mamba_steps_to_track is not None
+    assert not tracking or seq_lens is not None
+    # Absent tensors are never read (TRACKING is a constexpr): any tensor stands in for them.
+    track = mamba_steps_to_track if tracking else last_correct_step_indices
+    lengths = seq_lens if tracking else accept_lens
+    _commit_steps_kernel[(min(triton.cdiv(bs, config.block), config.max_grid),)](
+        accept_index,
+        accept_lens,
+        lengths,
+        last_correct_step_indices,
+        track,
+        bs,
+        width,
+        draft_token_num,
+        mamba_track_interval if tracking else 1,
+        accept_index.stride(0),
+        accept_index.stride(1),
+        accept_lens.stride(0),
+        lengths.stride(0),
+        last_correct_step_indices.stride(0),
+        track.stride(0),
+        TRACKING=tracking,
+        BLOCK=config.block,
+        num_warps=config.num_warps,
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# G2 scatter_mamba_states_after_mtp_verify
+
+
+@triton.jit
+def _part_tiles(rows, cols, ROWS: tl.constexpr, COLS: tl.constexpr):
+    return tl.cdiv(rows, ROWS) * tl.cdiv(cols, COLS)
+
+
+@triton.jit
+def _copy_entry_tile(
+    tile,
+    layer,
+    line,
+    row,
+    step,
+    dst,
+    src,
+    dst_layer_stride,
+    dst_line_stride,
+    src_layer_stride,
+    src_row_stride,
+    src_step_stride,
+    rows,
+    cols,
+    src_entry_row_stride,
+    src_entry_col_stride,
+    ROWS: tl.constexpr,
+    COLS: tl.constexpr,
+):
+    """Copy tile ``tile`` of entry ``src[layer, row, step]`` to ``dst[layer, line]`` if the tile is
+    one of this part's (a tile index outside [0, tiles) belongs to another part)."""
+    col_tiles = tl.cdiv(cols, COLS)
+    if (tile >= 0) & (tile < tl.cdiv(rows, ROWS) * col_tiles):
+        r = (tile // col_tiles) * ROWS + tl.arange(0, ROWS)
+        c = (tile % col_tiles) * COLS + tl.arange(0, COLS)
+        mask = (r < rows)[:, None] & (c < cols)[None, :]
+        src_entry = src + layer * src_layer_stride + row * src_row_stride + step * src_step_stride
+        dst_entry = dst + layer * dst_layer_stride + line * dst_line_stride
+        values = tl.load(
+            src_entry + r[:, None] * src_entry_row_stride + c[None, :] * src_entry_col_stride, mask=mask
+        )
+        tl.store(dst_entry + r[:, None] * cols + c[None, :], values, mask=mask)
+
+
+@triton.jit
+def _scatter_states_kernel(
+    state_indices,
+    last_steps,
+    track_indices,
+    track_steps,
+    bs,
+    num_lanes,
+    num_layers,
+    num_lines,
+    num_steps,
+    total_tiles,
+    state_stride,
+    last_stride,
+    track_index_stride,
+    track_step_stride,
+    # Part 0 (the SSM state in the first launch).
+    dst0,
+    src0,
+    dst_layer_stride0,
+    dst_line_stride0,
+    src_layer_stride0,
+    src_row_stride0,
+    src_step_stride0,
+    rows0,
+    cols0,
+    src_entry_row_stride0,
+    src_entry_col_stride0,
+    # Part 1.
+    dst1,
+    src1,
+    dst_layer_stride1,
+    dst_line_stride1,
+    src_layer_stride1,
+    src_row_stride1,
+    src_step_stride1,
+    rows1,
+    cols1,
+    src_entry_row_stride1,
+    src_entry_col_stride1,
+    # Part 2.
+    dst2,
+    src2,
+    dst_layer_stride2,
+    dst_line_stride2,
+    src_layer_stride2,
+    src_row_stride2,
+    src_step_stride2,
+    rows2,
+    cols2,
+    src_entry_row_stride2,
+    src_entry_col_stride2,
+    # Part 3.
+    dst3,
+    src3,
+    dst_layer_stride3,
+    dst_line_stride3,
+    src_layer_stride3,
+    src_row_stride3,
+    src_step_stride3,
+    rows3,
+    cols3,
+    src_entry_row_stride3,
+    src_entry_col_stride3,
+    NUM_PARTS: tl.constexpr,
+    TRACKING: tl.constexpr,
+    ROWS0: tl.constexpr,
+    COLS0: tl.constexpr,
+    ROWS1: tl.constexpr,
+    COLS1: tl.constexpr,
+    ROWS2: tl.constexpr,
+    COLS2: tl.constexpr,
+    ROWS3: tl.constexpr,
+    COLS3: tl.constexpr,
+):
+    # Grid (tiles of all parts, lanes, layers); each axis loops past the device's grid limit.
+    for lane in range(tl.program_id(1), num_lanes, tl.num_programs(1)):
+        commit = lane < bs
+        row = tl.cast(tl.where(commit, lane, lane - bs), tl.int64)
+        line = tl.load(state_indices + row * state_stride).to(tl.int64)
+        step = tl.load(last_steps + row * last_stride).to(tl.int64)
+        if TRACKING:
+            tracked_line = tl.load(track_indices + row * track_index_stride).to(tl.int64)
+            tracked_step = tl.load(track_steps + row * track_step_stride).to(tl.int64)
+            line = tl.where(commit, line, tracked_line)
+            step = tl.where(commit, step, tracked_step)
+        # Padding rows (step outside [0, D) or line outside [0, C)) are skipped.
+        if (step >= 0) & (step < num_steps) & (line >= 0) & (line < num_lines):
+            for layer_id in range(tl.program_id(2), num_layers, tl.num_programs(2)):
+                layer = tl.cast(layer_id, tl.int64)
+                for first_tile in range(tl.program_id(0), total_tiles, tl.num_programs(0)):
+                    tile = first_tile  # made relative to each part in turn
+                    _copy_entry_tile(
+                        tile,
+                        layer,
+                        line,
+                        row,
+                        step,
+                        dst0,
+                        src0,
+                        dst_layer_stride0,
+                        dst_line_stride0,
+                        src_layer_stride0,
+                        src_row_stride0,
+                        src_step_stride0,
+                        rows0,
+                        cols0,
+                        src_entry_row_stride0,
+                        src_entry_col_stride0,
+                        ROWS0,
+                        COLS0,
+                    )
+                    if NUM_PARTS > 1:
+                        tile -= _part_tiles(rows0, cols0, ROWS0, COLS0)
+                        _copy_entry_tile(
+                            tile,
+                            layer,
+                            line,
+                            row,
+                            step,
+                            dst1,
+                            src1,
+                            dst_layer_stride1,
+                            dst_line_stride1,
+                            src_layer_stride1,
+                            src_row_stride1,
+                            src_step_stride1,
+                            rows1,
+                            cols1,
+                            src_entry_row_stride1,
+                            src_entry_col_stride1,
+                            ROWS1,
+                            COLS1,
+                        )
+                    if NUM_PARTS > 2:
+                        tile -= _part_tiles(rows1, cols1, ROWS1, COLS1)
+                        _copy_entry_tile(
+                            tile,
+                            layer,
+                            line,
+                            row,
+                            step,
+                            dst2,
+                            src2,
+                            dst_layer_stride2,
+                            dst_line_stride2,
+                            src_layer_stride2,
+                            src_row_stride2,
+                            src_step_stride2,
+                            rows2,
+                            cols2,
+                            src_entry_row_stride2,
+                            src_entry_col_stride2,
+                            ROWS2,
+                            COLS2,
+                        )
+                    if NUM_PARTS > 3:
+                        tile -= _part_tiles(rows2, cols2, ROWS2, COLS2)
+                        _copy_entry_tile(
+                            tile,
+                            layer,
+                            line,
+                            row,
+                            step,
+                            dst3,
+                            src3,
+                            dst_layer_stride3,
+                            dst_line_stride3,
+                            src_layer_stride3,
+                            src_row_stride3,
+                            src_step_stride3,
+                            rows3,
+                            cols3,
+                            src_entry_row_stride3,
+                            src_entry_col_stride3,
+                            ROWS3,
+                            COLS3,
+                        )
+
+
+def _entry_as_2d(steps: torch.Tensor) -> tuple[int, int, int, int] | None:
+    """(rows, cols, row stride, col stride) of the entries of ``steps`` ``[L, M, D, *entry]`` seen as
+    a 2-D block in row-major order, or None when its dims do not coalesce to two."""
+    dims: list[list[int]] = []  # [size, stride], outermost first, size-1 dims dropped
+    for size, stride in zip(steps.shape[3:], steps.stride()[3:], strict=True):
+        if size == 1:
+            continue
+        if dims and dims[-1][1] == stride * size:
+            dims[-1] = [dims[-1][0] * size, stride]
+        else:
+            dims.append([size, stride])
+    if len(dims) > 2:
+        return None
+    while len(dims) < 2:
+        dims.insert(0, [1, 0])
+    (rows, row_stride), (cols, col_stride) = dims
+    return rows, cols, row_stride, col_stride
+
+
+def _tile_shape(config: LaunchConfig, rows: int, cols: int, element_size: int) -> tuple[int, int]:
+    """(ROWS, COLS) of a part's tiles: copy_block_bytes per tile, whole rows where they fit."""
+    elements = max(config.copy_block_bytes // element_size, 1)
+    col_block = min(triton.next_power_of_2(cols), elements)
+    row_block = min(max(elements // col_block, 1), triton.next_power_of_2(rows))
+    return row_block, col_block
+
+
+def _scatter_mamba_states(
+    config: LaunchConfig,
+    ssm_states: torch.Tensor,
+    intermediate_ssm: torch.Tensor,
+    conv_states: list[torch.Tensor],
+    intermediate_conv_windows: list[torch.Tensor],
+    state_indices: torch.Tensor,
+    last_correct_step_indices: torch.Tensor,
+    mamba_track_indices: torch.Tensor | None,
+    mamba_steps_to_track: torch.Tensor | None,
+) -> None:
+    num_layers, num_lines = ssm_states.shape[:2]
+    num_steps = intermediate_ssm.shape[2]
+    bs = state_indices.shape[0]
+    if bs == 0 or num_lines == 0 or num_layers == 0 or num_steps == 0:
+        return
+    tracking = mamba_track_indices is not None and mamba_steps_to_track is not None
+    parts = []
+    for states, steps in zip(
+        (ssm_states, *conv_states), (intermediate_ssm, *intermediate_conv_windows), strict=True
+    ):
+        if states[0, 0].numel() == 0:
+            continue
+        entry = _entry_as_2d(steps)
+        if entry is None:
+            # Not a 2-D block: the portable reference copies this pair alone.
+            _scatter_mamba_states_portable.portable(
+                states,
+                steps,
+                [],
+                [],
+                state_indices,
+                last_correct_step_indices,
+                mamba_track_indices,
+                mamba_steps_to_track,
+            )
+            continue
+        parts.append((states, steps, entry))
+    track_indices = mamba_track_indices if tracking else state_indices
+    track_steps = mamba_steps_to_track if tracking else last_correct_step_indices
+    num_lanes = 2 * bs if tracking else bs
+    for first in range(0, len(parts), _MAX_PARTS):
+        launch_parts = parts[first : first + _MAX_PARTS]
+        part_args: list[object] = []
+        tile_shapes: dict[str, int] = {}
+        total_tiles = 0
+        for k in range(_MAX_PARTS):
+            # Missing parts repeat the last one (never read: NUM_PARTS is a constexpr).
+            states, steps, (rows, cols, row_stride, col_stride) = launch_parts[min(k, len(launch_parts) - 1)]
+            row_block, col_block = _tile_shape(config, rows, cols, states.element_size())
+            tile_shapes |= {f"ROWS{k}": row_block, f"COLS{k}": col_block}
+            if k < len(launch_parts):
+                total_tiles += triton.cdiv(rows, row_block) * triton.cdiv(cols, col_block)
+            part_args += [
+                states,
+                steps,
+                states.stride(0),
+                states.stride(1),
+                steps.stride(0),
+                steps.stride(1),
+                steps.stride(2),
+                rows,
+                cols,
+                row_stride,
+                col_stride,
+            ]
+        grid = (
+            min(total_tiles, config.max_grid),
+            min(num_lanes, config.max_grid),
+            min(num_layers, config.max_grid),
+        )
+        _scatter_states_kernel[grid](
+            state_indices,
+            last_correct_step_indices,
+            track_indices,
+            track_steps,
+            bs,
+            num_lanes,
+            num_layers,
+            num_lines,
+            num_steps,
+            total_tiles,
+            state_indices.stride(0),
+            last_correct_step_indices.stride(0),
+            track_indices.stride(0),
+            track_steps.stride(0),
+            *part_args,
+            NUM_PARTS=len(launch_parts),
+            TRACKING=tracking,
+            **tile_shapes,
+            num_warps=config.copy_num_warps,
+        )
+
+
+_PROVIDERS = {
+    "verify_commit_step_indices": _verify_commit_step_indices,
+    "scatter_mamba_states_after_mtp_verify": _scatter_mamba_states,
+}
+
+
+def register(vendor: str, config: LaunchConfig) -> list[str]:
+    """Register the family G Triton providers of ``vendor`` (every index dtype and state layout)."""
+    for op, provider in _PROVIDERS.items():
+        register_impl(op, vendor, TRITON, functools.partial(provider, config))
+    return list(_PROVIDERS)
