@@ -133,6 +133,25 @@ class StepBuffers:
         self.draft_probs = (
             torch.zeros(bs, d, vocab, device=device) if engine.spec.sampling != "greedy" else None
         )
+        # The outputs of every spec_hal op the phases call: under graph capture an op must not
+        # allocate one (spec §P rule (b)), so each is passed. A draft step proposes for ``rows`` =
+        # bs*K rows (the root step for the first bs): the proposal buffers are used as ``[:rows]``.
+        greedy_chain = engine.spec.sampling == "greedy" and k == 1
+        f32 = torch.float32
+        self.draft_q = None if greedy_chain else torch.zeros(bs * k, vocab, dtype=f32, device=device)
+        self.topk_p = torch.zeros(bs * k, k, dtype=f32, device=device)
+        self.topk_index = ints(bs * k, k)
+        self.draft_input_ids = ints(s, bs * k)  # select_top_k_tokens' outputs, one set per step
+        self.scores = torch.zeros(s, bs, k, dtype=f32, device=device)
+        self.tree_info = [
+            (torch.zeros(bs, 1, k, dtype=f32, device=device), ints(bs, k), ints(bs, k + 1))
+            if step == 0
+            else (torch.zeros(bs, k, k, dtype=f32, device=device), ints(bs, k * k), ints(bs, k))
+            for step in range(s)
+        ]
+        self.parent_list = ints(bs, k * (s - 1) + 1 if s > 1 else 0)  # organize_draft_results
+        self.selected_index = ints(bs, d - 1)
+        self.draft_tokens = ints(bs, d - 1)
         self.tree_mask = torch.zeros(bs * d * d, dtype=torch.bool, device=device)
         self.tree_positions = ints(bs * d)
         self.retrieve_index = ints(bs, d)
@@ -156,6 +175,8 @@ class StepBuffers:
         self.src_loc = ints(bs * width)
         # the remaining outputs of target_verify_topk1_postprocess (greedy chains)
         self.topk1_rest = (ints(bs), ints(bs), ints(bs * d))
+        self.last_correct_step = ints(bs)  # verify_commit_step_indices (recurrent commit)
+        self.simulated_accept_index = ints(bs, width, dtype=torch.int32)  # benchmark mode
 
     def load(self, requests: list[Request]) -> None:
         def put(buffer: Tensor, values: list[int]) -> None:
@@ -216,6 +237,8 @@ class SpecDecoder:
             device=self.device,
             dtype=model.embedding.dtype,
         )
+        # the draft's re-gather KVBuffers: built here, as KVBuffers may not be built under capture
+        self.cache.layer_kv(config.draft_layers)
         self.host_generator = torch.Generator().manual_seed(seed)  # simulated accept lengths
         self.graphs = spec.use_graphs and runtime.supports_graph_capture(self.device)
         self._buffers: dict[int, StepBuffers] = {}
@@ -256,17 +279,24 @@ class SpecDecoder:
     def _propose(self, b: StepBuffers, logits: Tensor, step: int) -> tuple[Tensor, Tensor]:
         """The children of each expanded node: (probabilities or path weights, tokens)."""
         k, rows = self.spec.topk, logits.shape[0]
+        out = (b.topk_p[:rows], b.topk_index[:rows])
         if self.spec.sampling == "greedy":
             if k == 1:  # advances draft_positions in place
-                return ops.draft_topk1_postprocess(logits, b.draft_positions)
-            return ops.fast_topk(ops.renorm_draft_probs(logits, None, False), k)
+                return ops.draft_topk1_postprocess(logits, b.draft_positions, out=out)
+            assert b.draft_q is not None
+            probs = ops.renorm_draft_probs(logits, None, False, probs=b.draft_q[:rows])
+            return ops.fast_topk(probs, k, out=out)
+        assert b.draft_q is not None
         if k == 1:  # the chain verify needs the exact q each draft token was drawn from
-            q, q_of_token, token = ops.sample_draft_proposal(logits, b.temperatures[:rows])
+            q, q_of_token, token = ops.sample_draft_proposal(
+                logits, b.temperatures[:rows], out=(b.draft_q[:rows], *out)
+            )
             assert b.draft_probs is not None
             b.draft_probs[:, step].copy_(q)
             return q_of_token, token
         # trees are verified target-only: their tokens are the top-k of the tempered draft
-        return ops.fast_topk(ops.renorm_draft_probs(logits, b.temperatures[:rows], True), k)
+        probs = ops.renorm_draft_probs(logits, b.temperatures[:rows], True, probs=b.draft_q[:rows])
+        return ops.fast_topk(probs, k, out=out)
 
     def draft_phase(self, b: StepBuffers) -> None:
         spec, cache, model = self.spec, self.cache, self.model
@@ -296,13 +326,16 @@ class SpecDecoder:
             if step == 0:
                 logits = logits[::k]  # the K copies of the root agree: one row per request
             topk_p, topk_index = self._propose(b, logits, step)
-            tokens, _, scores, tree = ops.select_top_k_tokens(step, topk_p, topk_index, None, scores, k)
+            out = (b.draft_input_ids[step], None, b.scores[step], b.tree_info[step])
+            tokens, _, scores, tree = ops.select_top_k_tokens(
+                step, topk_p, topk_index, None, scores, k, out=out
+            )
             trees.append(tree)
             if k > 1 or spec.sampling != "greedy":
                 b.draft_positions.add_(1)
         score_list, token_list, parents_list = (list(part) for part in zip(*trees, strict=True))
         parent_list, selected_index, draft_tokens = ops.organize_draft_results(
-            score_list, token_list, parents_list, d
+            score_list, token_list, parents_list, d, out=(b.parent_list, b.selected_index, b.draft_tokens)
         )
         *_, flat_tokens = ops.build_tree_kernel_efficient(
             parent_list, selected_index, b.seq_lens, k, s, d, ops.QLEN_ONLY,
@@ -375,6 +408,7 @@ class SpecDecoder:
                 b.accept_index, b.predicts, b.num_correct_drafts, b.candidates,
                 logits.argmax(-1).view(bs, d), spec.num_steps, spec.simulate_acc_len, "match-expected",
                 "real-draft-token" if chain else "fixed", generator=self.host_generator,
+                new_accept_index=b.simulated_accept_index,
             )  # fmt: skip
             b.accept_index.copy_(simulated)
         self._accept(b)
@@ -392,8 +426,14 @@ class SpecDecoder:
             b.accept_index, b.out_cache_loc, tgt_loc=b.tgt_loc, src_loc=b.src_loc,
         )  # fmt: skip
         if self.model.has_recurrent:
+            d = self.spec.num_nodes
+            ops.verify_commit_step_indices(
+                b.accept_index, b.accept_lens, d, last_correct_step_indices=b.last_correct_step
+            )
             states = _RecurrentStates(cache.ssm_states, b.intermediate_ssm, b.req_pool_indices)
-            ops.commit_mamba_states_after_verify(states, b.accept_index, b.accept_lens, self.spec.num_nodes)
+            ops.commit_mamba_states_after_verify(
+                states, b.accept_index, b.accept_lens, d, last_correct_step_indices=b.last_correct_step
+            )
 
     # ---- host side -----------------------------------------------------------------------------
 
