@@ -190,7 +190,12 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     def progress(message: str) -> None:
         print(f"\r{message}".ljust(80)[:80], end="", file=sys.stderr, flush=True)
 
-    data = bench.run(args.device, set(args.ops.split(",")) if args.ops else None, args.sizes, progress)
+    def checkpoint(partial: dict[str, Any]) -> None:
+        with open(args.json, "w", encoding="utf-8") as handle:
+            json.dump(partial, handle, indent=1)
+
+    ops = set(args.ops.split(",")) if args.ops else None
+    data = bench.run(args.device, ops, args.sizes, progress, checkpoint if args.json else None)
     print("", file=sys.stderr)
     bench.print_table(data)
     if args.json:

@@ -98,11 +98,15 @@ def _accepted(builder: Callable[..., Any], sizes: dict[str, Any]) -> dict[str, A
     return {k: v for k, v in sizes.items() if k in params}
 
 
+#: The typical tree of the spec (K 4, S 3), page size 1, a 32k vocabulary; each size overrides these.
+TYPICAL = {"topk": 4, "num_steps": 3, "page_size": 1, "vocab": 32768}
+
+
 def sizes_for(op: str, builder: Callable[..., Any], which: str) -> Iterator[dict[str, Any]]:
     seen = []
     base = QUICK_SIZES if which == "quick" else FULL_SIZES + LARGE_SIZES.get(op, [])
     for sizes in base:
-        accepted = _accepted(builder, sizes)
+        accepted = _accepted(builder, TYPICAL | sizes)
         if accepted and accepted not in seen:
             seen.append(accepted)
             yield accepted
@@ -201,7 +205,10 @@ def run(
     ops: set[str] | None = None,
     which: str = "quick",
     progress: Callable[[str], None] | None = None,
+    checkpoint: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
+    """Benchmark ``ops`` (default all) on a device; ``checkpoint(data)`` runs after each op so that a
+    run cut short by a time limit keeps what it measured."""
     from ..cli import _versions
 
     descriptor = registry.device(device_name) if device_name else registry.current_device()
@@ -230,6 +237,8 @@ def run(
         for index, (op, builder, sizes) in enumerate(plan, 1):
             if progress:
                 progress(f"[{index}/{len(plan)}] {op} {sizes}")
+            if checkpoint and index > 1 and plan[index - 2][0] != op:
+                checkpoint(data)
             providers = [i.provider for i in registry.implementations(op, descriptor.name)]
             portable_time = None
             for provider in sorted(providers, key=lambda p: p != registry.PORTABLE):
