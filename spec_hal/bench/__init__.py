@@ -26,6 +26,7 @@ from .. import registry, runtime
 from ..conformance.runner import device_context, family_modules, tensors_in, torch_device_of
 from ..testing import use_provider
 from .naive import NAIVE_LOOPS
+from .report import COLUMNS
 
 #: Typical sizes of the spec (§J); "full" adds the large ones for bandwidth-bound ops.
 QUICK_SIZES = [{"bs": 1}, {"bs": 64}, {"bs": 256}]
@@ -225,7 +226,7 @@ def run(
     }
     with device_context(descriptor):
         if device.type != "cpu":
-            data["launch_floor_us"] = _launch_floor(device)
+            data["launch_floor_us"], data["launch_host_us"] = _launch_floor(device)
             data["copy_bandwidth_gbs"] = _copy_bandwidth(device)
         data["dispatch"] = dispatch_overhead(device)
         plan = [
@@ -293,6 +294,8 @@ def _row(
     }
     if "host" in measured:
         row["host_us"] = round(measured["host"].median_us, 2)
+        if data.get("launch_host_us"):  # target: no more than an empty Triton launch + 3 us
+            row["host_over_launch_us"] = round(row["host_us"] - data["launch_host_us"], 1)
     if "graph" in measured:
         row["graph_us"] = round(measured["graph"].median_us, 2)
         if data.get("launch_floor_us"):
@@ -314,13 +317,17 @@ def _device_name(descriptor: registry.DeviceDescriptor, device: torch.device) ->
     return str(getattr(rt, "device_name", lambda d: descriptor.name)(device))
 
 
-def _launch_floor(device: torch.device) -> float | None:
+def _launch_floor(device: torch.device) -> tuple[float | None, float | None]:
+    """An empty Triton kernel: (device time per launch in a graph replay, host time per eager launch)."""
     try:
         from ..kernels.triton.empty import launch_empty
     except ImportError:
-        return None
+        return None, None
     marker = torch.zeros(1, device=device)
-    return time_graph(lambda: launch_empty(marker), device, calls_per_graph=50).median_us
+    device_us = time_graph(lambda: launch_empty(marker), device, calls_per_graph=50).median_us
+    host_us = time_host(lambda: launch_empty(marker), repeats=2000).median_us
+    runtime.synchronize(device)
+    return device_us, host_us
 
 
 def _copy_bandwidth(device: torch.device, nbytes: int = 1 << 30) -> float:
@@ -339,7 +346,9 @@ def print_table(data: dict[str, Any], stream: Any = sys.stdout) -> None:
     )
     if data.get("launch_floor_us") is not None:
         print(
-            f"launch floor (empty Triton kernel, graph replay): {data['launch_floor_us']:.2f} us", file=stream
+            f"launch floor (empty Triton kernel): {data['launch_floor_us']:.2f} us device time in a graph, "
+            f"{data['launch_host_us']:.2f} us host time per eager launch",
+            file=stream,
         )
     if data.get("copy_bandwidth_gbs"):
         print(f"device-to-device copy bandwidth: {data['copy_bandwidth_gbs']:.0f} GB/s", file=stream)
@@ -349,20 +358,7 @@ def print_table(data: dict[str, Any], stream: Any = sys.stdout) -> None:
         f"{d['dispatch_overhead_us']:.2f} + provider {d['direct_us']:.2f} (fast_topk)",
         file=stream,
     )
-    columns = [
-        "op",
-        "provider",
-        "size",
-        "time_us",
-        "spread_us",
-        "speedup_vs_portable",
-        "graph_us",
-        "x_floor",
-        "host_us",
-        "pct_copy_bw",
-        "note",
-    ]
-    present = [c for c in columns if any(c in row for row in data["rows"])]
+    present = [c for c in COLUMNS if any(c in row for row in data["rows"])]
     widths = (
         {c: max(len(c), *(len(str(row.get(c, ""))) for row in data["rows"])) for c in present}
         if data["rows"]

@@ -20,6 +20,7 @@ COLUMNS = [
     "graph_us",
     "x_floor",
     "host_us",
+    "host_over_launch_us",
     "pct_copy_bw",
     "note",
 ]
@@ -81,7 +82,10 @@ def section(data: dict[str, Any], source: str) -> str:
         "",
     ]
     if data.get("launch_floor_us") is not None:
-        head.append(f"- Launch floor (empty Triton kernel, graph replay): {data['launch_floor_us']:.2f} µs")
+        head.append(
+            f"- Launch floor (empty Triton kernel): {data['launch_floor_us']:.2f} µs device time in a graph replay, "
+            f"{data.get('launch_host_us') or float('nan'):.2f} µs host time per eager launch"
+        )
     if data.get("copy_bandwidth_gbs"):
         head.append(f"- Device-to-device copy bandwidth: {data['copy_bandwidth_gbs']:.0f} GB/s")
     d = data["dispatch"]

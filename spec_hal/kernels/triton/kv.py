@@ -183,7 +183,6 @@ def _move_kv_kernel(
     TILE_WORDS: tl.constexpr,
     LANE_BLOCK: tl.constexpr,
     PREFIX_BLOCK: tl.constexpr,
-    SEGMENTED: tl.constexpr,
     LONG_SEGMENTS: tl.constexpr,
 ):
     # Grid (segment runs, buffers, tiles): program (p, b, t) moves tile t of buffer b for segments
@@ -194,24 +193,16 @@ def _move_kv_kernel(
     base = _buffer_words(ptr_table, buffer, WORD, ALIGNED)
     segment = tl.program_id(0) * segments_per_program
     segment_end = tl.minimum(segment + segments_per_program, num_segments)
-    if SEGMENTED:
-        lane = _segments_before(segment_lens, segment, seg_stride, PREFIX_BLOCK)
-    else:
-        lane = tl.full([], 0, dtype=tl.int64)  # one segment of num_lanes <= LANE_BLOCK lanes
+    lane = _segments_before(segment_lens, segment, seg_stride, PREFIX_BLOCK)
     while segment < segment_end:
-        if SEGMENTED:
-            ids = segment + tl.arange(0, LANE_BLOCK)
-            in_run = ids < segment_end
-            lengths = tl.load(segment_lens + ids * seg_stride, mask=in_run, other=0).to(tl.int64)
-            ends = tl.cumsum(lengths, axis=0)
-            fits = in_run & (ends <= LANE_BLOCK)
-            taken = tl.sum(fits.to(tl.int32), axis=0)
-            chunk = tl.max(tl.where(fits, ends, 0), axis=0)
-            first_length = tl.sum(tl.where(ids == segment, lengths, 0), axis=0)
-        else:
-            taken = 1
-            chunk = num_lanes
-            first_length = num_lanes
+        ids = segment + tl.arange(0, LANE_BLOCK)
+        in_run = ids < segment_end
+        lengths = tl.load(segment_lens + ids * seg_stride, mask=in_run, other=0).to(tl.int64)
+        ends = tl.cumsum(lengths, axis=0)
+        fits = in_run & (ends <= LANE_BLOCK)
+        taken = tl.sum(fits.to(tl.int32), axis=0)
+        chunk = tl.max(tl.where(fits, ends, 0), axis=0)
+        first_length = tl.sum(tl.where(ids == segment, lengths, 0), axis=0)
         if taken > 0:
             lanes = lane + tl.arange(0, LANE_BLOCK).to(tl.int64)
             chunk_end = tl.minimum(lane + chunk, num_lanes)  # lengths summing past N are unchecked
@@ -429,16 +420,17 @@ def _move_kv_cache(
         _move_one_large_segment(config, layout, ptr_table, num_slots, tgt_loc, src_loc)
         return
     if segment_lens is None:
-        num_segments, lane_block = 1, triton.next_power_of_2(num_lanes)
-    else:
-        num_segments = segment_lens.shape[0]
-        if num_segments == 0:
-            return
-        typical = triton.next_power_of_2(triton.cdiv(num_lanes, num_segments))
-        lane_block = min(max(typical, _MIN_LANES), _MAX_LANES)
+        # One short segment of every lane runs the segmented kernel (a shape-sized allocation, graph-safe):
+        # Triton 3.6 failed to compile the kernel's former unsegmented specialisation on the H200.
+        segment_lens = tgt_loc.new_full((1,), num_lanes)
+    num_segments = segment_lens.shape[0]
+    if num_segments == 0:
+        return
+    typical = triton.next_power_of_2(triton.cdiv(num_lanes, num_segments))
+    lane_block = min(max(typical, _MIN_LANES), _MAX_LANES)
     tile_words = _tile_words(config, lane_block, layout)
     num_tiles = triton.cdiv(layout.row_words, tile_words)
-    long_segments = segment_lens is not None and num_lanes > lane_block
+    long_segments = num_lanes > lane_block
     word_dtype, word = _WORDS[layout.word_bytes]
     # Scratch rows of the lanes of segments longer than lane_block (sized from shapes; rarely used).
     scratch = (
@@ -455,7 +447,7 @@ def _move_kv_cache(
             ptr_table[first:end],
             tgt_loc,
             src_loc,
-            tgt_loc if segment_lens is None else segment_lens,
+            segment_lens,
             scratch,
             0,  # ordering_zero
             num_lanes,
@@ -465,7 +457,7 @@ def _move_kv_cache(
             num_slots,
             tgt_loc.stride(0),
             src_loc.stride(0),
-            1 if segment_lens is None else segment_lens.stride(0),
+            segment_lens.stride(0),
             WORD=word,
             ALIGNED=layout.aligned,
             ROW_WORDS=layout.row_words,
@@ -473,7 +465,6 @@ def _move_kv_cache(
             TILE_WORDS=tile_words,
             LANE_BLOCK=lane_block,
             PREFIX_BLOCK=config.block,
-            SEGMENTED=segment_lens is not None,
             LONG_SEGMENTS=long_segments,
             num_warps=config.copy_num_warps,
         )
