@@ -32,16 +32,17 @@ def _kv_buffers(
     device: torch.device,
     generator: torch.Generator,
     fused: bool,
+    row_shape: tuple[int, ...] = _ROW_SHAPE,
 ) -> KVBuffers:
     """K and V of every layer; ``fused``: K and V are views into one [slots, 2, *row] tensor per layer."""
     buffers = []
     for _ in range(num_layers):
         if fused:
-            layer = torch.randn(num_slots, 2, *_ROW_SHAPE, generator=generator).to(dtype=dtype, device=device)
+            layer = torch.randn(num_slots, 2, *row_shape, generator=generator).to(dtype=dtype, device=device)
             buffers += [layer[:, 0], layer[:, 1]]
         else:
             buffers += [
-                torch.randn(num_slots, *_ROW_SHAPE, generator=generator).to(dtype=dtype, device=device)
+                torch.randn(num_slots, *row_shape, generator=generator).to(dtype=dtype, device=device)
                 for _ in "kv"
             ]
     return KVBuffers(buffers)
@@ -72,6 +73,7 @@ def build_move_kv_cache(
     segmented: bool = True,
     fused: bool = False,
     with_scales: bool = False,
+    row_shape: tuple[int, ...] = _ROW_SHAPE,
     skip_fraction: float = 0.2,
 ) -> dict[str, Any]:
     """``bs`` segments of ``num_steps + 1`` lanes moving accepted rows down their own slot block."""
@@ -89,7 +91,7 @@ def build_move_kv_cache(
             # A skipped lane has -1 on one side only: the slot on the other side must stay untouched.
             tgt.append(-1 if skip and j % 2 == 0 else base + j)
             src.append(-1 if skip and j % 2 == 1 else base + nodes[min(j, accepted - 1)])
-    kv = _kv_buffers(num_slots, num_layers, dtype, device, generator, fused)
+    kv = _kv_buffers(num_slots, num_layers, dtype, device, generator, fused, row_shape)
     return {
         "kv": [kv, _scale_buffers(num_slots, num_layers, device, generator)] if with_scales else kv,
         "tgt_loc": torch.tensor(tgt, dtype=idx_dtype, device=device),
@@ -110,6 +112,7 @@ def build_move_accept_tokens_to_target_kvcache(
     dtype: torch.dtype = torch.bfloat16,
     fused: bool = False,
     with_scales: bool = False,
+    row_shape: tuple[int, ...] = _ROW_SHAPE,
 ) -> dict[str, Any]:
     """Spec v2 after verify: request b's verify slots are ``req_to_token[rpi[b], seq_lens[b]:+D]``."""
     generator = torch.Generator().manual_seed(seed)
@@ -133,7 +136,7 @@ def build_move_accept_tokens_to_target_kvcache(
         ]
         nodes = _accepted_nodes(int(num_correct_drafts[b]) + 1, draft_token_num, generator)
         accept_index[b, : len(nodes)] = torch.tensor(nodes) + b * draft_token_num
-    kv = _kv_buffers(num_slots, num_layers, dtype, device, generator, fused)
+    kv = _kv_buffers(num_slots, num_layers, dtype, device, generator, fused, row_shape)
     lanes = bs * width
     return {
         "kv": [kv, _scale_buffers(num_slots, num_layers, device, generator)] if with_scales else kv,
