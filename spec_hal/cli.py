@@ -46,6 +46,23 @@ def _versions() -> dict[str, str | None]:
     return found
 
 
+def git_commit() -> str | None:
+    """The commit measured: ``SPEC_HAL_COMMIT`` (set by tools/h200_run.sh, whose copy has no .git),
+    else ``git rev-parse`` of the working directory."""
+    import os
+    import subprocess
+
+    if os.environ.get("SPEC_HAL_COMMIT"):
+        return os.environ["SPEC_HAL_COMMIT"]
+    try:
+        done = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() or None
+
+
 def _binding_rows(descriptor: registry.DeviceDescriptor) -> list[dict[str, Any]]:
     importlib.import_module("spec_hal.ops")
     rows = []

@@ -135,18 +135,6 @@ def bytes_moved(op: str, kwargs: dict[str, Any]) -> int:
     return sum(t.nbytes for _, t in tensors_in(kwargs))
 
 
-def _git_commit() -> str | None:
-    try:
-        return (
-            subprocess.run(
-                ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5
-            ).stdout.strip()
-            or None
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
 def _call(op: str, kwargs: dict[str, Any]) -> Callable[[], Any]:
     fn = getattr(public_ops, op)
     return lambda: fn(**kwargs)
@@ -223,7 +211,7 @@ def run(
 ) -> dict[str, Any]:
     """Benchmark ``ops`` (default all) on a device; ``checkpoint(data)`` runs after each op so that a
     run cut short by a time limit keeps what it measured."""
-    from ..cli import _versions
+    from ..cli import _versions, git_commit
 
     descriptor = registry.device(device_name) if device_name else registry.current_device()
     device = torch_device_of(descriptor)
@@ -232,7 +220,7 @@ def run(
         "device": descriptor.name,
         "device_name": _device_name(descriptor, device),
         "date": time.strftime("%Y-%m-%d"),
-        "commit": _git_commit(),
+        "commit": git_commit(),
         "sizes": which,
         "versions": _versions(),
         "rows": rows,

@@ -374,7 +374,7 @@ def run_suite(
 def report(
     results: list[Result], descriptor: DeviceDescriptor, seconds: float, emulated: bool = False
 ) -> dict[str, Any]:
-    from ..cli import _versions
+    from ..cli import _versions, git_commit
 
     counts: dict[str, int] = {}
     for result in results:
@@ -383,6 +383,7 @@ def report(
         "device": descriptor.name,
         "torch_device_type": descriptor.device_type,
         "emulated": emulated,
+        "commit": git_commit(),
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "seconds": round(seconds, 1),
         "versions": _versions(),
