@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import inspect
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
