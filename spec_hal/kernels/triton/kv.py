@@ -73,7 +73,10 @@ def _lane_slots(tgt_loc, src_loc, lanes, lane_end, num_slots, tgt_stride, src_st
     tgt = tl.load(tgt_loc + lanes * tgt_stride, mask=in_range, other=-1).to(tl.int64)
     src = tl.load(src_loc + lanes * src_stride, mask=in_range, other=-1).to(tl.int64)
     moved = (tgt >= 0) & (tgt < num_slots) & (src >= 0) & (src < num_slots)
-    return tl.where(moved, tgt, 0), tl.where(moved, src, 0), moved
+    # Clamped, not tl.where(moved, ...): Triton 3.6 miscompiled that select for some block shapes on
+    # the H200 (condition and value given different layouts). Unmoved lanes are masked anyway.
+    last = num_slots - 1
+    return tl.minimum(tl.maximum(tgt, 0), last), tl.minimum(tl.maximum(src, 0), last), moved
 
 
 @triton.jit
@@ -420,9 +423,7 @@ def _move_kv_cache(
         _move_one_large_segment(config, layout, ptr_table, num_slots, tgt_loc, src_loc)
         return
     if segment_lens is None:
-        # One short segment of every lane runs the segmented kernel (a shape-sized allocation, graph-safe):
-        # Triton 3.6 failed to compile the kernel's former unsegmented specialisation on the H200.
-        segment_lens = tgt_loc.new_full((1,), num_lanes)
+        segment_lens = tgt_loc.new_full((1,), num_lanes)  # one short segment (shape-sized, graph-safe)
     num_segments = segment_lens.shape[0]
     if num_segments == 0:
         return
