@@ -246,9 +246,11 @@ def run(
                 measured = _measure(op, builder, sizes, device, provider)
                 row = _row(op, provider, sizes, measured, registry.ops()[op].op_class, data)
                 if provider == registry.PORTABLE:
-                    portable_time = row["time_us"]
+                    portable_time = row.get("graph_us") or row["time_us"]
                 row["speedup_vs_portable"] = (
-                    round(portable_time / row["time_us"], 2) if portable_time else None
+                    round(portable_time / (row.get("graph_us") or row["time_us"]), 2)
+                    if portable_time
+                    else None
                 )
                 rows.append(row)
             naive = NAIVE_LOOPS.get(op)
