@@ -72,7 +72,23 @@ def markdown_table(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def with_device_speedups(data: dict[str, Any]) -> dict[str, Any]:
+    """Speed-ups over the portable provider from device (graph) time where measured, so that an
+    accelerator run's ratio is not the ratio of two host-bound eager timings."""
+    portable = {
+        (r["op"], r["size"]): r.get("graph_us") or r["time_us"]
+        for r in data["rows"]
+        if r["provider"] == "portable"
+    }
+    for row in data["rows"]:
+        base = portable.get((row["op"], row["size"]))
+        if base and row["provider"] != "naive-loop":
+            row["speedup_vs_portable"] = round(base / (row.get("graph_us") or row["time_us"]), 2)
+    return data
+
+
 def section(data: dict[str, Any], source: str) -> str:
+    data = with_device_speedups(data)
     versions = data["versions"]
     head = [
         f"## {data['device']}: {data['device_name']}",
