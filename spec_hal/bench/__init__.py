@@ -269,7 +269,43 @@ def run(
                         else None,
                     }
                 )
+        if device.type == "cpu" and (ops is None or "generate_token_bitmask" in ops):
+            rows += _grammar_rows(which, progress)
     return data
+
+
+def _grammar_rows(which: str, progress: Callable[[str], None] | None) -> list[dict[str, Any]]:
+    """Grammar masks over draft trees (host op): spec_hal's traversal through the xgrammar adapter
+    against xgrammar's own ``traverse_draft_tree`` on the same trees (skipped without xgrammar)."""
+    from ..grammar import compare_with_xgrammar_traversal
+
+    try:
+        import xgrammar  # noqa: F401
+    except ImportError:
+        return []
+    if progress:
+        progress("generate_token_bitmask vs xgrammar.traverse_draft_tree")
+    nodes = (8, 64) if which == "quick" else (8, 16, 32, 64)
+    rows = []
+    for result in compare_with_xgrammar_traversal(
+        draft_token_nums=nodes, repeats=3 if which == "quick" else 7
+    ):
+        size = f"bs={result['batch_size']} D={result['draft_token_num']} vocab={result['vocab_size']}"
+        for provider, key in (
+            ("spec_hal+xgrammar-adapter", "spec_hal_ms"),
+            ("xgrammar-traverse_draft_tree", "xgrammar_ms"),
+        ):
+            rows.append(
+                {
+                    "op": "generate_token_bitmask",
+                    "provider": provider,
+                    "class": "host",
+                    "size": size,
+                    "time_us": round(result[key] * 1e3, 1),
+                    "note": f"xgrammar/spec_hal time: {result['xgrammar_ms'] / result['spec_hal_ms']:.2f}",
+                }
+            )
+    return rows
 
 
 def _size_label(sizes: dict[str, Any]) -> str:
