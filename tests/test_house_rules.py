@@ -57,5 +57,7 @@ def test_vendor_packages_never_import_each_other():
 )
 def test_installed_wheel_is_what_is_tested():
     source = Path(os.environ["SPEC_HAL_SOURCE_TREE"]).resolve()
-    assert PACKAGE.resolve() != source / "spec_hal", f"tests import the source tree ({PACKAGE}), not the wheel"
+    assert PACKAGE.resolve() != source / "spec_hal", (
+        f"tests import the source tree ({PACKAGE}), not the wheel"
+    )
     assert "site-packages" in PACKAGE.parts

@@ -15,6 +15,7 @@ if os.environ.get("TRITON_INTERPRET") != "1":
 else:
     pytest.importorskip("triton")
 
+
 @pytest.fixture(params=["cuda"])
 def triton_vendor(request):
     """A vendor emulated on the CPU with its Triton providers bound."""
