@@ -6,6 +6,7 @@ python -m spec_hal.bench.report docs/bench/cpu.json [docs/bench/h200.json ...] >
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from typing import Any
@@ -118,6 +119,9 @@ def section(data: dict[str, Any], source: str) -> str:
             if ratio
             else f"- {row['op']}: no ratio"
         )
+    plot_path = source.rsplit(".", 1)[0] + ".png"
+    if os.path.exists(plot_path):
+        head += ["", f"![{data['device']} timings against batch size]({os.path.relpath(plot_path, 'docs')})"]
     missed = missed_targets(data)
     if missed:
         head += ["", "Targets missed in this run (why: see Findings above):", *missed]
