@@ -27,6 +27,10 @@ COLUMNS = [
 ]
 
 
+#: Size keys every row of an op shares (not worth a legend entry).
+TYPICAL_KEYS = {"topk", "num_steps", "page_size", "vocab"}
+
+
 def plot(data: dict[str, Any], path: str) -> None:
     """Time against batch size per op (one line per provider), the launch floor drawn in."""
     import matplotlib
@@ -43,7 +47,10 @@ def plot(data: dict[str, Any], path: str) -> None:
         for row in data["rows"]:
             match = re.search(r"bs=(\d+)", row["size"])
             if row["op"] == op and match:
-                by_provider.setdefault(row["provider"], []).append(
+                # one line per provider and non-batch configuration (the large sizes are lines of their own)
+                extra = [p for p in row["size"].split() if p.split("=")[0] not in TYPICAL_KEYS | {"bs"}]
+                label = " ".join([row["provider"], *extra])
+                by_provider.setdefault(label, []).append(
                     (int(match.group(1)), row.get("graph_us") or row["time_us"])
                 )
         for provider, points in sorted(by_provider.items()):
