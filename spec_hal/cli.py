@@ -111,6 +111,30 @@ def info_data(device_name: str | None = None) -> dict[str, Any]:
     }
 
 
+#: How each built-in vendor's providers are verified in this project (docs/vendors.md).
+TESTED_HOW = {
+    "cuda": "hardware (H200 through tools/h200_run.sh); Triton also in the interpreter",
+    "hip": "emulated: Triton interpreter with CDNA configuration; portable on CPU tensors",
+    "musa": "emulated: Triton interpreter with MUSA configuration; portable on CPU tensors",
+    "xpu": "emulated: Triton interpreter with Xe configuration; portable on CPU tensors",
+    "npu": "emulated: portable providers on CPU tensors",
+    "cpu": "hardware (every CI run)",
+}
+
+
+def vendor_matrix() -> str:
+    """Markdown table: op x built-in vendor -> intended provider (what `spec-hal info --device` binds)."""
+    importlib.import_module("spec_hal.ops")
+    vendors = list(TESTED_HOW)
+    lines = ["| op | " + " | ".join(vendors) + " |", "|---|" + "---|" * len(vendors)]
+    for name in sorted(registry.ops()):
+        cells = [registry.device(v).intent(name).provider for v in vendors]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += ["", "| vendor | tested how |", "|---|---|"]
+    lines += [f"| {v} | {how} |" for v, how in TESTED_HOW.items()]
+    return "\n".join(lines)
+
+
 def _print_info(data: dict[str, Any]) -> None:
     dev = data["device"]
     print(
@@ -149,6 +173,9 @@ def _print_info(data: dict[str, Any]) -> None:
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
+    if args.matrix:
+        print(vendor_matrix())
+        return 0
     data = info_data(args.device)
     if args.json:
         json.dump(data, sys.stdout, indent=2, default=str)
@@ -256,6 +283,9 @@ def build_parser() -> argparse.ArgumentParser:
     info = sub.add_parser("info", help="detected device, probes, op bindings, plugins, versions")
     info.add_argument("--json", action="store_true", help="machine-readable output")
     info.add_argument("--device", help="explain this device's bindings (even if it is absent here)")
+    info.add_argument(
+        "--matrix", action="store_true", help="markdown table of every op's intended provider per vendor"
+    )
     info.set_defaults(run=_cmd_info)
 
     check = sub.add_parser("check", help="run the conformance suite on a device (default: the detected one)")

@@ -89,3 +89,13 @@ def test_triton_vendors_use_their_own_launch_configuration():
 
     assert getattr(config, names["hip"]).warp_size == 64
     assert getattr(config, names["cuda"]).warp_size == 32
+
+
+def test_docs_vendor_matrix_matches_the_descriptors():
+    source = os.environ.get("SPEC_HAL_SOURCE_TREE") or str(Path(__file__).resolve().parents[1])
+    docs = Path(source) / "docs" / "vendors.md"
+    if not docs.exists():
+        pytest.skip("no source tree with docs/ here")
+    from spec_hal.cli import vendor_matrix
+
+    assert vendor_matrix() in docs.read_text(), "docs/vendors.md: regenerate with `spec-hal info --matrix`"
