@@ -334,6 +334,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SpecHalError as exc:
         print(f"spec-hal: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # output piped into a reader that stopped early (| head)
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover
