@@ -1,8 +1,9 @@
 """The demo engine (spec_hal/demo/) as the strongest test of the ops: they must work together.
 
 Greedy speculative decoding must reproduce plain greedy decoding token for token (every topk, steps
-and page size of the grid), rejection sampling must preserve the target distribution, and the
-paged cache must get every slot and row back.
+and page size of the grid), rejection sampling must preserve the target distribution, the plain
+greedy speed baseline must decode exactly like the reference, and the paged cache must get every
+slot and row back.
 """
 
 from __future__ import annotations
@@ -16,7 +17,17 @@ import math
 import pytest
 import torch
 
-from spec_hal.demo import ModelConfig, SpecConfig, SpecDecoder, TinyLM, add_arguments, main, run
+from spec_hal.demo import (
+    GreedyDecoder,
+    ModelConfig,
+    SpecConfig,
+    SpecDecoder,
+    TinyLM,
+    add_arguments,
+    main,
+    run,
+    run_greedy,
+)
 from spec_hal.demo.model import greedy_reference
 
 PROMPTS = [[5, 17, 3], [9, 1, 44, 2, 60, 31, 8, 12, 7], [33, 21, 50, 6, 0]]
@@ -222,27 +233,15 @@ def test_step_phases_run_on_meta_tensors(topk, sampling):
     assert buffers.accept_tokens.device.type == "meta"
 
 
-@pytest.mark.parametrize(
-    ("topk", "num_steps", "page_size", "sampling", "simulate"),
-    [
-        (1, 3, 1, "greedy", None),
-        (2, 3, 4, "greedy", None),
-        (4, 3, 1, "greedy", None),
-        (1, 2, 1, "rejection", None),
-        (2, 3, 4, "rejection", None),
-        (1, 3, 1, "greedy", 2.5),
-    ],
-    ids=["greedy-chain", "greedy-tree", "greedy-wide-tree", "rejection-chain", "rejection-tree", "simulated"],
-)
-def test_captured_phases_pass_every_output(
-    model, greedy_outputs, monkeypatch, topk, num_steps, page_size, sampling, simulate
-):
-    """Graph capture on the CPU: the phases a device captures run with ``is_capturing`` forced True,
-    where an op given no output tensor (spec §P rule (b)) or a KVBuffers built raises. The engine
-    takes its capture path (dummy capture run, then "replays" that rerun the phase under capture)."""
+@pytest.fixture
+def forced_capture(monkeypatch):
+    """Graph capture on the CPU: the regions a device captures run with ``is_capturing`` forced True,
+    where an op given no output tensor (spec §P rule (b)) or a KVBuffers built raises. An engine
+    takes its capture path (dummy capture run, then "replays" that rerun the region under capture).
+    Yields the context manager that forces the state."""
     import contextlib
 
-    from spec_hal import ops, runtime, validation
+    from spec_hal import runtime, validation
     from spec_hal.ops import kv
 
     capturing, dummy_run = [False], [False]
@@ -279,7 +278,28 @@ def test_captured_phases_pass_every_output(
     monkeypatch.setattr(validation, "_is_compiling", lambda: dummy_run[0])  # value checks off
     monkeypatch.setattr(runtime, "supports_graph_capture", lambda device=None: True)
     monkeypatch.setattr(runtime, "capture_graph", capture_graph)
-    with under_capture(), pytest.raises(ValueError, match="during graph capture"):
+    return under_capture
+
+
+@pytest.mark.parametrize(
+    ("topk", "num_steps", "page_size", "sampling", "simulate"),
+    [
+        (1, 3, 1, "greedy", None),
+        (2, 3, 4, "greedy", None),
+        (4, 3, 1, "greedy", None),
+        (1, 2, 1, "rejection", None),
+        (2, 3, 4, "rejection", None),
+        (1, 3, 1, "greedy", 2.5),
+    ],
+    ids=["greedy-chain", "greedy-tree", "greedy-wide-tree", "rejection-chain", "rejection-tree", "simulated"],
+)
+def test_captured_phases_pass_every_output(
+    model, greedy_outputs, forced_capture, topk, num_steps, page_size, sampling, simulate
+):
+    """The draft and verify phases under (forced) capture on the CPU: see ``forced_capture``."""
+    from spec_hal import ops
+
+    with forced_capture(), pytest.raises(ValueError, match="during graph capture"):
         ops.fast_topk(torch.ones(2, 4), 2)  # the forced state is seen: an op left to allocate raises
     spec = SpecConfig(
         topk=topk, num_steps=num_steps, page_size=page_size, sampling=sampling, simulate_acc_len=simulate
@@ -304,3 +324,33 @@ def test_cli_main_prints_the_check_line(capsys):
     printed = capsys.readouterr().out
     assert "tokens/s" in printed and "mean accepted length" in printed
     assert "lossless: 2/2" in printed and "no KV leak" in printed
+    assert "plain greedy (same model, paged cache):" in printed and "speculative speed-up" in printed
+    assert "plain greedy 2/2 equal" in printed
+
+
+# --------------------------------------------------------------------------------------------------
+# The speed baseline: plain greedy decoding through the same paged cache
+
+
+@pytest.mark.parametrize("captured", [False, True], ids=["eager", "captured"])
+@pytest.mark.parametrize("page_size", [1, 4])
+def test_plain_greedy_baseline_equals_the_reference(model, greedy_outputs, request, page_size, captured):
+    if captured:  # its step under (forced) capture: every op's output must be preallocated
+        request.getfixturevalue("forced_capture")
+    outputs, stats, engine = run_greedy(
+        model, PROMPTS, MAX_NEW_TOKENS, "cpu", page_size=page_size, capture_ahead=captured
+    )
+    assert outputs == greedy_outputs
+    assert engine.cache.leaks() == []
+    assert stats.graphs == (len(PROMPTS) if captured else 0)
+    assert stats.tokens == sum(len(o) - 1 for o in outputs)  # the first token is the prefill's
+    assert stats.mean_accepted_length == 1.0
+
+
+def test_plain_greedy_step_runs_on_meta_tensors():
+    engine = GreedyDecoder(
+        TinyLM(ModelConfig(), "meta", torch.float32), max_requests=3, max_context=32, device="meta"
+    )
+    buffers = engine.buffers(3)
+    engine.step(buffers)
+    assert buffers.next_tokens.device.type == "meta"

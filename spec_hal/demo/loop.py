@@ -26,6 +26,9 @@ host: read the committed tokens, advance ``seq_len``, finish requests (``PagedKV
 
 Both phases read and write only per-batch-size static buffers (:class:`StepBuffers`), so on a device
 with graph capture each is captured once per batch size and replayed.
+
+:class:`GreedyDecoder`, the speed baseline, reuses this engine without the draft: one captured target
+step per new token (``assign_extend_cache_locs_uniform`` with D = 1), same cache, prefill and release.
 """
 
 from __future__ import annotations
@@ -107,7 +110,31 @@ class Stats:
         return self.tokens / self.decode_seconds if self.decode_seconds else 0.0
 
 
-class StepBuffers:
+class _BatchInputs:
+    """The per-request inputs of a batch step, written by the host before each step (or replay)."""
+
+    def __init__(self, bs: int, device: torch.device) -> None:
+        self.bs = bs
+        self.req_pool_indices = torch.zeros(bs, dtype=torch.int64, device=device)
+        self.seq_lens = torch.zeros(bs, dtype=torch.int64, device=device)
+        self.verified_id = torch.zeros(bs, dtype=torch.int64, device=device)  # the roots
+
+    def load(self, requests: list[Request]) -> None:
+        def put(buffer: Tensor, values: list[int]) -> None:
+            buffer.copy_(torch.tensor(values, dtype=buffer.dtype))
+
+        put(self.req_pool_indices, [r.row for r in requests])
+        put(self.seq_lens, [r.seq_len for r in requests])
+        put(self.verified_id, [r.root for r in requests])
+
+    def load_dummy(self) -> None:
+        """Inputs for capture runs: every row is the dummy row (it writes only dummy slots/lines)."""
+        self.req_pool_indices.fill_(DUMMY_ROW)
+        self.seq_lens.zero_()
+        self.verified_id.zero_()
+
+
+class StepBuffers(_BatchInputs):
     """Every tensor one iteration of a batch of ``bs`` reads or writes, allocated once."""
 
     def __init__(self, engine: SpecDecoder, bs: int) -> None:
@@ -118,11 +145,7 @@ class StepBuffers:
         def ints(*shape: int, dtype: torch.dtype = torch.int64, fill: int = 0) -> Tensor:
             return torch.full(shape, fill, dtype=dtype, device=device)
 
-        self.bs = bs
-        # inputs (written by the host before each iteration)
-        self.req_pool_indices = ints(bs)
-        self.seq_lens = ints(bs)
-        self.verified_id = ints(bs)
+        super().__init__(bs, device)
         # draft phase
         self.draft_slots = ints(bs * k * s)
         self.branch_prefix = ints(bs * k)
@@ -177,20 +200,6 @@ class StepBuffers:
         self.topk1_rest = (ints(bs), ints(bs), ints(bs * d))
         self.last_correct_step = ints(bs)  # verify_commit_step_indices (recurrent commit)
         self.simulated_accept_index = ints(bs, width, dtype=torch.int32)  # benchmark mode
-
-    def load(self, requests: list[Request]) -> None:
-        def put(buffer: Tensor, values: list[int]) -> None:
-            buffer.copy_(torch.tensor(values, dtype=buffer.dtype))
-
-        put(self.req_pool_indices, [r.row for r in requests])
-        put(self.seq_lens, [r.seq_len for r in requests])
-        put(self.verified_id, [r.root for r in requests])
-
-    def load_dummy(self) -> None:
-        """Inputs for capture runs: every row is the dummy row (it writes only dummy slots/lines)."""
-        self.req_pool_indices.fill_(DUMMY_ROW)
-        self.seq_lens.zero_()
-        self.verified_id.zero_()
 
 
 @dataclass
@@ -574,3 +583,91 @@ class SpecDecoder:
         self.stats.decode_seconds += time.perf_counter() - start
         self.stats.tokens += sum(len(r.output) for r in requests) - prefilled
         return requests
+
+
+# --------------------------------------------------------------------------------------------------
+# The speed baseline: plain greedy decoding of the same target through the same paged cache
+
+
+class GreedyBuffers(_BatchInputs):
+    """Every tensor one plain greedy step of a batch of ``bs`` reads or writes, allocated once."""
+
+    def __init__(self, engine: GreedyDecoder, bs: int) -> None:
+        super().__init__(bs, engine.device)
+        words = math.ceil(engine.model.config.vocab_size / 32)
+        self.out_cache_loc = torch.zeros(bs, dtype=torch.int64, device=engine.device)
+        self.bitmask = torch.full((bs, words), -1, dtype=torch.int32, device=engine.device)
+        self.next_tokens = torch.zeros(bs, dtype=torch.int64, device=engine.device)
+
+
+class GreedyDecoder(SpecDecoder):
+    """Plain greedy decoding, the fair speed baseline of the speculative loop: the same target, cache,
+    prefill, host loop and release, but no draft: each step runs every request's root once (one
+    target forward per new token, batched), with ``assign_extend_cache_locs_uniform`` (D = 1) for
+    its slot. The step is captured once per batch size where the device supports it."""
+
+    def __init__(
+        self,
+        model: TinyLM,
+        *,
+        page_size: int = 1,
+        use_graphs: bool = True,
+        max_requests: int,
+        max_context: int,
+        device: torch.device | str,
+    ) -> None:
+        # a one-step chain: the cache headroom SpecDecoder sizes for it covers the one-token window
+        spec = SpecConfig(topk=1, num_steps=1, page_size=page_size, use_graphs=use_graphs)
+        super().__init__(model, spec, max_requests=max_requests, max_context=max_context, device=device)
+
+    def step(self, b: GreedyBuffers) -> None:
+        """KV of each root into column ``seq_len`` of its row, its recurrent state committed, and
+        the argmax of the target's logits into ``next_tokens`` (device only, no host sync)."""
+        model, cache = self.model, self.cache
+        ops.assign_extend_cache_locs_uniform(
+            b.req_pool_indices, cache.req_to_token, b.seq_lens, 1, out=b.out_cache_loc
+        )
+        kv_slots = cache.req_to_token[b.req_pool_indices].long()
+        visible = torch.arange(cache.max_context, device=self.device) <= b.seq_lens[:, None]
+        x = model.embed(b.verified_id, b.seq_lens)
+        x = model.paged_layers(
+            x, range(model.config.num_layers), b.out_cache_loc, kv_slots, visible, cache.k, cache.v
+        )
+        if model.has_recurrent:
+            previous = cache.ssm_states[0, b.req_pool_indices]
+            itself = torch.ones(b.bs, 1, 1, dtype=torch.bool, device=self.device)
+            depth = torch.zeros(b.bs, 1, dtype=torch.int64, device=self.device)
+            states = model.recurrent_states(x[:, None], itself, depth, previous)[:, 0]
+            cache.ssm_states[0].index_copy_(0, b.req_pool_indices, states)
+            x = model.add_recurrent(x, states)
+        logits = apply_token_bitmask(model.logits(x), b.bitmask)
+        torch.argmax(logits, -1, out=b.next_tokens)
+
+    def buffers(self, bs: int) -> GreedyBuffers:  # type: ignore[override]
+        if bs not in self._buffers:
+            self._buffers[bs] = GreedyBuffers(self, bs)  # type: ignore[assignment]
+        return self._buffers[bs]  # type: ignore[return-value]
+
+    def _phases(self, b: GreedyBuffers) -> tuple:  # type: ignore[override]
+        """(step,): a graph replay where capture is supported, else the step itself."""
+        if not self.graphs:
+            return (lambda: self.step(b),)
+        if b.bs not in self._replays:
+            b.load_dummy()
+            self._replays[b.bs] = (runtime.capture_graph(lambda: self.step(b), self.device),)
+            self.stats.graphs += 1
+        return self._replays[b.bs]
+
+    def _iterate(self, batch: list[Request]) -> None:
+        self.cache.reserve([r.row for r in batch], [r.seq_len + 1 for r in batch])
+        b = self.buffers(len(batch))
+        (step,) = self._phases(b)
+        b.load(batch)
+        if batch[0].grammar is not None:
+            b.bitmask.copy_(self._grammar_masks(batch))
+        step()
+        for request, token in zip(batch, b.next_tokens.tolist(), strict=True):
+            request.seq_len += 1
+            self._commit(request, [token])
+        self.stats.verify_rows += len(batch)
+        self.stats.committed += len(batch)
