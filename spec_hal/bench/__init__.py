@@ -10,6 +10,7 @@ device-to-device copy (the bandwidth ceiling).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import statistics
 import sys
@@ -59,7 +60,7 @@ def time_host(
     """Wall time per call (CPU work, or host time of an asynchronous launch)."""
     for _ in range(warmup):
         fn()
-    samples = []
+    samples: list[float] = []
     deadline = time.perf_counter() + min_seconds
     while len(samples) < repeats or (time.perf_counter() < deadline and len(samples) < 2000):
         started = time.perf_counter()
@@ -82,7 +83,12 @@ def time_graph(
     fn: Callable[[], Any], device: torch.device, *, calls_per_graph: int = 20, repeats: int = 20
 ) -> Timing:
     """Device time per call when ``calls_per_graph`` calls replay from one captured graph."""
-    replay = runtime.capture_graph(lambda: [fn() for _ in range(calls_per_graph)], device)
+
+    def calls() -> None:
+        for _ in range(calls_per_graph):
+            fn()
+
+    replay = runtime.capture_graph(calls, device)
     rt = registry.runtime_of(registry.vendor_for(device.type))
     samples = rt.time_each([replay] * repeats, device)  # type: ignore[attr-defined]
     return _timing([s / calls_per_graph for s in samples])
@@ -256,7 +262,7 @@ def run(
             naive = NAIVE_LOOPS.get(op)
             if naive is not None and device.type == "cpu":
                 kwargs = builder(device, **sizes)
-                timing = time_host(lambda n=naive, kw=kwargs: n(**kw), repeats=5, warmup=1, min_seconds=0.0)
+                timing = time_host(functools.partial(naive, **kwargs), repeats=5, warmup=1, min_seconds=0.0)
                 rows.append(
                     {
                         "op": op,

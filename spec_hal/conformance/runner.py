@@ -10,6 +10,7 @@ the same buffers. The compile check traces the op with ``torch.compile(fullgraph
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
 import re
@@ -322,7 +323,7 @@ def planned(
     graphs = selection.graphs and runtime.supports_graph_capture(device)
     for case in cases:
         for provider in providers_for(case.op, descriptor):
-            yield case.op, provider, case.kind, case.name, lambda c=case, p=provider: run_case(c, device, p)
+            yield case.op, provider, case.kind, case.name, functools.partial(run_case, case, device, provider)
             key = (case.op, provider)
             if selection.compile and key not in compiled_ops and case.kind == "random":
                 compiled_ops.add(key)
@@ -332,7 +333,7 @@ def planned(
                     provider,
                     f"compile-{backend}",
                     case.name,
-                    lambda c=case, p=provider, b=backend: run_compile_case(c, device, p, b),
+                    functools.partial(run_compile_case, case, device, provider, backend),
                 )
             if graphs and key not in captured_ops and case.kind == "random" and provider != registry.PORTABLE:
                 captured_ops.add(key)
@@ -342,7 +343,7 @@ def planned(
                     provider,
                     "graph",
                     case.name,
-                    lambda c=case, q=partner, p=provider: run_graph_case(c, q, device, p),
+                    functools.partial(run_graph_case, case, partner, device, provider),
                 )
     for bad_case in bad:
         for provider in providers_for(bad_case.op, descriptor)[:1]:  # contracts validate before dispatch
@@ -351,7 +352,7 @@ def planned(
                 provider,
                 "bad",
                 bad_case.name,
-                lambda c=bad_case, p=provider: run_bad_case(c, device, p),
+                functools.partial(run_bad_case, bad_case, device, provider),
             )
 
 

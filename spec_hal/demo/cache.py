@@ -74,7 +74,9 @@ class PagedKVCache:
         """Back columns ``[0, lengths[i])`` of each row with slots, a whole page at a time, and record
         the new slots in ``req_to_token`` (one ``assign_req_to_token_pool`` for the batch)."""
         ps = self.page_size
-        starts, ends, slots = [], [], []
+        starts: list[int] = []
+        ends: list[int] = []
+        slots: list[int] = []
         for row, length in zip(rows, lengths, strict=True):
             start = self.allocated_len[row]
             end = max(start, -(-length // ps) * ps)

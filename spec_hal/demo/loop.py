@@ -81,7 +81,7 @@ class SpecConfig:
 class Request:
     prompt: list[int]
     max_new_tokens: int
-    grammar: object | None = None  # a spec_hal.ops.Grammar (tracks the committed tokens)
+    grammar: ops.Grammar | None = None  # tracks the committed tokens
     output: list[int] = field(default_factory=list)
     row: int = DUMMY_ROW
     seq_len: int = 0  # tokens with KV in the cache
@@ -321,7 +321,8 @@ class SpecDecoder:
         b.draft_positions.copy_(b.branch_prefix)
         slots = b.draft_slots.view(bs, k, s)
         tokens = b.verified_id.repeat_interleave(k)  # step 0: the root, once per branch
-        scores, trees = None, []
+        scores: Tensor | None = None
+        trees: list[tuple[Tensor, Tensor, Tensor]] = []
         for step in range(s):
             if step >= 2 and k > 1:
                 self._regather_branches(b, trees[-1][2], step)
@@ -352,6 +353,7 @@ class SpecDecoder:
             retrieve_next_token=b.retrieve_next_token, retrieve_next_sibling=b.retrieve_next_sibling,
             verified_id=b.verified_id, draft_tokens=draft_tokens,
         )  # fmt: skip
+        assert flat_tokens is not None  # verified_id and draft_tokens were given
         b.candidates.copy_(flat_tokens.view(bs, d))
 
     def _target_forward(self, b: StepBuffers) -> Tensor:
@@ -529,9 +531,11 @@ class SpecDecoder:
 
     def _grammar_masks(self, requests: list[Request]) -> Tensor:
         vocab = self.model.config.vocab_size
-        mask = requests[0].grammar.allocate_vocab_mask(vocab, len(requests), "cpu")
-        for i, request in enumerate(requests):
-            request.grammar.fill_vocab_mask(mask, i)
+        grammars = [request.grammar for request in requests]
+        assert all(g is not None for g in grammars)  # grammar mode: every request has one
+        mask = grammars[0].allocate_vocab_mask(vocab, len(requests), "cpu")  # type: ignore[union-attr]
+        for i, grammar in enumerate(grammars):
+            grammar.fill_vocab_mask(mask, i)  # type: ignore[union-attr]
         return mask
 
     def _commit(self, request: Request, tokens: list[int]) -> None:
@@ -550,8 +554,13 @@ class SpecDecoder:
         b.load(batch)
         draft()
         if batch[0].grammar is not None:  # the tree goes to the host and its mask comes back
-            tree_on_host = (t.cpu() for t in (b.retrieve_next_token, b.retrieve_next_sibling, b.candidates))
-            bitmask, _ = ops.generate_token_bitmask(batch, *tree_on_host, self.model.config.vocab_size)
+            next_token, next_sibling, draft_tokens = (
+                t.cpu() for t in (b.retrieve_next_token, b.retrieve_next_sibling, b.candidates)
+            )
+            bitmask, _ = ops.generate_token_bitmask(
+                batch, next_token, next_sibling, draft_tokens, self.model.config.vocab_size
+            )
+            assert bitmask is not None and b.bitmask is not None  # a grammar request is in the batch
             b.bitmask.copy_(bitmask)
         verify()
         lengths = b.accept_lens.tolist()

@@ -187,6 +187,7 @@ def verify_commit_step_indices(
         check_range("accept_lens", accept_lens, 0, width + 1)
         check_range("accept_index", accept_index, 0, bs * draft_token_num, allow=-1)
         if tracking:
+            assert seq_lens is not None  # tracking requires seq_lens (checked above)
             check_non_negative("seq_lens", seq_lens)
     _verify_commit_step_indices_portable.dispatch(
         device, accept_index, accept_lens, draft_token_num, seq_lens, mamba_track_interval or 0, last, track

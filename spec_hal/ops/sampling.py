@@ -437,6 +437,7 @@ def _select_top_k_tokens_portable(
         out_tree_parents.copy_(torch.arange(-1, topk, device=device))
         source_rows = torch.arange(batch * topk, device=device) // topk
     else:  # K*K candidates (K children of each of the K frontier nodes): keep the K best path scores
+        assert scores is not None  # the contract requires scores for i > 0
         path_scores = scores.unsqueeze(2) * topk_p.reshape(batch, topk, topk)
         out_tree_scores.copy_(path_scores)
         best_scores, chosen = torch.topk(path_scores.reshape(batch, topk * topk), topk, dim=-1)

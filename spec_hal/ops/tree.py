@@ -422,7 +422,7 @@ def _tree_parents(parent_list: Tensor, selected_index: Tensor, topk: int, num_no
 def _tree_mask_variant(*args: object) -> tuple[object, ...]:
     parent_list, selected_index, seq_lens = args[0], args[1], args[2]
     mode, tree_mask = args[6], args[7]
-    return (int(mode), _dtypes(parent_list, selected_index, seq_lens, tree_mask))  # type: ignore[arg-type]
+    return (int(mode), _dtypes(parent_list, selected_index, seq_lens, tree_mask))  # type: ignore[arg-type,call-overload]
 
 
 @define_op(

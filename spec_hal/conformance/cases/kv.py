@@ -246,7 +246,7 @@ def cases() -> list[Case]:
             found.append(
                 Case(op, _case_name(sizes), "random", functools.partial(builder, **sizes), small=small)
             )
-    edges = {
+    edges: dict[str, list[tuple[str, dict[str, Any]]]] = {
         "move_kv_cache": [
             ("no lanes", {"bs": 0}),
             ("one segment of all lanes", {"bs": 5, "segmented": False}),

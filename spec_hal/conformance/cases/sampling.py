@@ -673,13 +673,13 @@ def cases() -> list[Case]:
             small=_is_small(sizes["bs"]),
         )
         for sizes in (
-            {
-                "bs": b,
-                "num_steps": s,
-                "num_simulated_accept_tokens": n,
-                "use_real_draft_tokens": real,
-                "seed": 750 + j,
-            }
+            dict[str, Any](
+                bs=b,
+                num_steps=s,
+                num_simulated_accept_tokens=n,
+                use_real_draft_tokens=real,
+                seed=750 + j,
+            )
             for j, (b, s, n, real) in enumerate(
                 [(3, 3, 1, False), (64, 4, 3, True), (1, 5, 6, True), (257, 2, 2, False), (3, 1, 2, True)]
             )

@@ -11,7 +11,7 @@ not depend on summation order.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -67,7 +67,7 @@ def _links(parent: torch.Tensor, shuffle: torch.Generator | None = None) -> tupl
     next_token = torch.full((bs, num_nodes), -1, dtype=torch.long)
     next_sibling = torch.full((bs, num_nodes), -1, dtype=torch.long)
     rows = torch.arange(bs)
-    order = range(num_nodes - 1, 0, -1)
+    order: Sequence[int] = range(num_nodes - 1, 0, -1)
     if shuffle is not None:
         order = (torch.randperm(num_nodes - 1, generator=shuffle) + 1).tolist()
     for i in order:
@@ -753,7 +753,9 @@ def _set(**values: Any) -> Callable[[dict[str, Any]], None]:
     return change
 
 
-def _edit(name: str, fn: Callable[[torch.Tensor], torch.Tensor]) -> Callable[[dict[str, Any]], None]:
+def _edit(name: str, fn: Callable[[Any], Any]) -> Callable[[dict[str, Any]], None]:
+    """Replace argument ``name`` by ``fn`` of it (a tensor, or a list/tuple of them)."""
+
     def change(kwargs: dict[str, Any]) -> None:
         kwargs[name] = fn(kwargs[name])
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -557,7 +558,7 @@ def _accept_locs(
     )
 
 
-_PROVIDERS = {
+_PROVIDERS: dict[str, Callable[..., None]] = {
     "move_kv_cache": _move_kv_cache,
     "move_accept_tokens_to_target_kvcache": _accept_locs,
 }

@@ -17,6 +17,7 @@ or other per-element index math, and contiguous rows vectorise. The destination 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import torch
 import triton
@@ -123,8 +124,10 @@ def _verify_commit_step_indices(
     tracking = mamba_steps_to_track is not None
     assert not tracking or seq_lens is not None
     # Absent tensors are never read (TRACKING is a constexpr): any tensor stands in for them.
-    track = mamba_steps_to_track if tracking else last_correct_step_indices
-    lengths = seq_lens if tracking else accept_lens
+    track = (
+        mamba_steps_to_track if mamba_steps_to_track is not None and tracking else last_correct_step_indices
+    )
+    lengths = seq_lens if seq_lens is not None and tracking else accept_lens
     _commit_steps_kernel[(min(triton.cdiv(bs, config.block), config.max_grid),)](
         accept_index,
         accept_lens,
@@ -437,8 +440,10 @@ def _scatter_mamba_states(
             )
             continue
         parts.append((states, steps, entry))
-    track_indices = mamba_track_indices if tracking else state_indices
-    track_steps = mamba_steps_to_track if tracking else last_correct_step_indices
+    track_indices = mamba_track_indices if mamba_track_indices is not None and tracking else state_indices
+    track_steps = (
+        mamba_steps_to_track if mamba_steps_to_track is not None and tracking else last_correct_step_indices
+    )
     num_lanes = 2 * bs if tracking else bs
     for first in range(0, len(parts), _MAX_PARTS):
         launch_parts = parts[first : first + _MAX_PARTS]
@@ -493,7 +498,7 @@ def _scatter_mamba_states(
         )
 
 
-_PROVIDERS = {
+_PROVIDERS: dict[str, Callable[..., None]] = {
     "verify_commit_step_indices": _verify_commit_step_indices,
     "scatter_mamba_states_after_mtp_verify": _scatter_mamba_states,
 }

@@ -20,6 +20,7 @@ op is one launch. The op's kernel (one program per output row or request) does t
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import torch
 import triton
@@ -430,6 +431,15 @@ def _copy_block(config: LaunchConfig, rows: torch.Tensor | None) -> int:
     return min(lanes, triton.next_power_of_2(max(rows.shape[1], 1)))
 
 
+def _strides_2d(tensor: torch.Tensor | None) -> tuple[int, int]:
+    """Strides of an optional [rows, cols] tensor ((0, 0) when absent: the kernel never reads it)."""
+    return (tensor.stride(0), tensor.stride(1)) if tensor is not None else (0, 0)
+
+
+def _width(tensor: torch.Tensor | None) -> int:
+    return tensor.shape[1] if tensor is not None else 0
+
+
 def _draft_extend_topk1_postprocess(
     config: LaunchConfig,
     logits: torch.Tensor,
@@ -452,13 +462,13 @@ def _draft_extend_topk1_postprocess(
     _draft_extend_topk1_kernel[(batch,)](
         *argmax.kernel_args(),
         row_indices, row_indices.stride(0), num_rows,
-        hidden_states, *(hidden_states.stride() if has_hidden else (0, 0)),
-        hidden_states.shape[1] if has_hidden else 0,
-        dsa_topk_indices, *(dsa_topk_indices.stride() if has_dsa else (0, 0)),
-        dsa_topk_indices.shape[1] if has_dsa else 0,
+        hidden_states, *_strides_2d(hidden_states),
+        _width(hidden_states),
+        dsa_topk_indices, *_strides_2d(dsa_topk_indices),
+        _width(dsa_topk_indices),
         out_topk_p, out_topk_p.stride(0), out_topk_index, out_topk_index.stride(0),
-        out_hidden, *(out_hidden.stride() if has_hidden else (0, 0)),
-        out_dsa_topk_indices, *(out_dsa_topk_indices.stride() if has_dsa else (0, 0)),
+        out_hidden, *_strides_2d(out_hidden),
+        out_dsa_topk_indices, *_strides_2d(out_dsa_topk_indices),
         HAS_HIDDEN=has_hidden, HAS_DSA=has_dsa,
         HIDDEN_BLOCK=_copy_block(config, hidden_states), DSA_BLOCK=_copy_block(config, dsa_topk_indices),
         **argmax.constexprs(), num_warps=config.num_warps,
@@ -467,7 +477,7 @@ def _draft_extend_topk1_postprocess(
 
 # --------------------------------------------------------------------------------------------------
 
-_PROVIDERS = {
+_PROVIDERS: dict[str, Callable[..., None]] = {
     "draft_topk1_postprocess": _draft_topk1_postprocess,
     "target_verify_topk1_postprocess": _target_verify_topk1_postprocess,
     "draft_extend_topk1_postprocess": _draft_extend_topk1_postprocess,

@@ -17,6 +17,7 @@ int64. The results equal the portable references of ``spec_hal/ops/tree.py`` lan
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import torch
 import triton
@@ -542,7 +543,7 @@ def _fill_bonus_tokens(
 
 # --------------------------------------------------------------------------------------------------
 
-_PROVIDERS = {
+_PROVIDERS: dict[str, Callable[..., None]] = {
     "build_tree_kernel_efficient": _build_tree_kernel_efficient,
     "verify_tree_greedy": _verify_tree_greedy,
     "tree_speculative_sampling_target_only": _tree_speculative_sampling_target_only,
