@@ -36,7 +36,19 @@ _KV_ROW = {"num_layers": 60, "row_shape": (8, 128)}
 LARGE_SIZES: dict[str, list[dict[str, Any]]] = {
     "move_kv_cache": [{"bs": 64, **_KV_ROW}, {"bs": 512, **_KV_ROW}],
     "move_accept_tokens_to_target_kvcache": [{"bs": 64, **_KV_ROW}, {"bs": 512, **_KV_ROW}],
-    "scatter_mamba_states_after_mtp_verify": [{"bs": 8, "num_layers": 48}, {"bs": 64, "num_layers": 48}],
+    # 48 layers of 32 x 128 x 128 fp32 SSM states (2 MiB per entry), drawn on the device
+    "scatter_mamba_states_after_mtp_verify": [
+        {
+            "bs": b,
+            "num_layers": 48,
+            "ssm_entry": (32, 128, 128),
+            "dtype": torch.float32,
+            "device_random": True,
+        }
+        for b in (8, 32)
+    ],
+    # draft KV indices at 32k context (bs 64, K 4, S 3 is typical)
+    "generate_draft_decode_kv_indices": [{"bs": 64, "max_seq": 32768}],
 }
 
 

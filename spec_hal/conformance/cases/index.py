@@ -143,10 +143,10 @@ def build_assign_draft_cache_locs_contiguous(
 
 
 def build_generate_draft_decode_kv_indices(
-    device, *, bs, topk=1, num_steps=1, page_size=1, idx_dtype=torch.int64, seed=0
+    device, *, bs, topk=1, num_steps=1, page_size=1, idx_dtype=torch.int64, seed=0, max_seq=24
 ):
+    """``max_seq``: the longest prefix (the benchmarks use 32k contexts)."""
     draw = _Draw(device, idx_dtype, seed)
-    max_seq = 24
     seq_lens = draw.ints(0, max_seq + 1, bs)
     used = topk * int(seq_lens.sum()) + bs * topk * num_steps
     return {

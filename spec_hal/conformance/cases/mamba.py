@@ -96,6 +96,8 @@ def _states(
     dtype: torch.dtype,
     device: torch.device,
     generator: torch.Generator,
+    ssm_entry: tuple[int, ...] = _SSM_ENTRY,
+    device_random: bool = False,
 ) -> tuple[Tensor, Tensor, list[Tensor], list[Tensor]]:
     """Persistent states and per-step scratch with the layouts engines use.
 
@@ -104,10 +106,12 @@ def _states(
     """
 
     def randn(*shape: int) -> Tensor:
+        if device_random:  # gigabyte-sized benchmark states: drawn where they live, not reproducible
+            return torch.empty(shape, dtype=dtype, device=device).normal_()
         return torch.randn(*shape, generator=generator).to(dtype=dtype, device=device)
 
-    ssm_states = randn(num_lines, num_layers, *_SSM_ENTRY).transpose(0, 1)
-    intermediate_ssm = randn(num_layers, max_rows, draft_token_num, *_SSM_ENTRY)
+    ssm_states = randn(num_lines, num_layers, *ssm_entry).transpose(0, 1)
+    intermediate_ssm = randn(num_layers, max_rows, draft_token_num, *ssm_entry)
     conv_states = [randn(num_layers, num_lines, *entry) for entry in _CONV_ENTRIES]
     windows = [
         randn(num_layers, max_rows, draft_token_num, channels, width + 2)[..., 1 : width + 1]
@@ -151,12 +155,15 @@ def build_scatter_mamba_states_after_mtp_verify(
     dtype: torch.dtype = torch.bfloat16,
     tracking: bool = False,
     padding: bool = True,
+    ssm_entry: tuple[int, ...] = _SSM_ENTRY,
+    device_random: bool = False,
 ) -> dict[str, Any]:
+    """``ssm_entry`` / ``device_random``: the benchmarks' 32 x 128 x 128 states, drawn on the device."""
     generator = torch.Generator().manual_seed(seed)
     draft_token_num = num_steps + 1
     num_lines = 2 * bs + 3
     ssm, inter_ssm, conv, windows = _states(
-        num_layers, num_lines, bs + 2, draft_token_num, dtype, device, generator
+        num_layers, num_lines, bs + 2, draft_token_num, dtype, device, generator, ssm_entry, device_random
     )
     indices = _lines_and_steps(bs, num_lines, draft_token_num, tracking, padding, generator)
     return {
