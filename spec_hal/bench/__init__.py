@@ -145,8 +145,10 @@ def bytes_moved(op: str, kwargs: dict[str, Any]) -> int:
         )
         return sum(2 * lanes * len(p.buffers) * p.row_bytes for p in pools)
     if op == "scatter_mamba_states_after_mtp_verify":
-        steps = kwargs["last_correct_step_indices"]
-        lanes = int((steps >= 0).sum())
+        # rows written: a step in [0, D) and a cache line in [0, C) (others are padding, skipped)
+        steps, lines = kwargs["last_correct_step_indices"], kwargs["state_indices"]
+        num_steps, num_lines = kwargs["intermediate_ssm"].shape[2], kwargs["ssm_states"].shape[1]
+        lanes = int(((steps >= 0) & (steps < num_steps) & (lines >= 0) & (lines < num_lines)).sum())
         per_lane = kwargs["ssm_states"][0, 0].nbytes + sum(c[0, 0].nbytes for c in kwargs["conv_states"])
         return 2 * lanes * kwargs["ssm_states"].shape[0] * per_lane
     return sum(t.nbytes for _, t in tensors_in(kwargs))
