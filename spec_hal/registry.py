@@ -96,8 +96,9 @@ class Intent:
 class DeviceDescriptor:
     """A vendor: how to find it, which torch device type its tensors have, what it binds.
 
-    ``runtime`` and ``bindings`` are qualified names (``"pkg.module:attr"`` and ``"pkg.module"``),
-    imported on first use so that describing a vendor never imports its software stack.
+    ``runtime`` and ``bindings`` are qualified names (``"pkg.module:attr"``), imported on first use so
+    that describing a vendor never imports its software stack; ``bindings`` names a ``register()``
+    function (a bare module name is imported for its side effects, once).
     """
 
     name: str
@@ -421,7 +422,11 @@ def _ensure_bindings(descriptor: DeviceDescriptor) -> None:
         if descriptor.name in _state.loaded_bindings:
             return
         _state.loaded_bindings.add(descriptor.name)
-        importlib.import_module(descriptor.bindings)
+        # A "module:function" is called every time bindings are (re)loaded: a cached module import
+        # alone would not register again after isolated_registry() dropped its registrations.
+        target = _load_qualified(descriptor.bindings)
+        if callable(target):
+            target()
 
 
 def implementations(op: str, vendor: str) -> list[Implementation]:

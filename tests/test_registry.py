@@ -254,3 +254,19 @@ def test_compiled_call_goes_through_torch_ops_and_matches_eager():
     assert torch.equal(got_indices, want_indices) and torch.equal(got_values, want_values)
     schema = str(torch.ops.spec_hal.fast_topk.default._schema)
     assert "Tensor(a3!) out_values" in schema and "Tensor(a4!) out_indices" in schema
+
+
+def test_vendor_bindings_register_again_after_an_isolated_block_dropped_them():
+    import spec_hal.ops  # noqa: F401  (the CPU bindings register providers of these ops)
+
+    cpu = registry.device("cpu")
+    # A state in which the CPU bindings were never loaded ...
+    registry._state.loaded_bindings.discard("cpu")
+    registry._state.impls = {
+        op: [i for i in impls if i.vendor != "cpu"] for op, impls in registry._state.impls.items()
+    }
+    with isolated_registry():  # ... snapshot it, load the bindings inside the block, drop them on exit
+        registry._ensure_bindings(cpu)
+        assert any(i.provider == "cpu" for i in registry.implementations("assign_extend_cache_locs", "cpu"))
+    registry._ensure_bindings(cpu)  # the module is cached: its registrations must run again
+    assert any(i.provider == "cpu" for i in registry.implementations("assign_extend_cache_locs", "cpu"))

@@ -16,7 +16,7 @@ DESCRIPTOR = DeviceDescriptor(
     probe=probe,
     dist_backend="gloo",
     capabilities=Capabilities(),
-    bindings="spec_hal.devices.cpu.bindings",
+    bindings="spec_hal.devices.cpu.bindings:register",
     default_intent=Intent(
         PORTABLE, "the portable reference is vectorised torch: already the CPU implementation"
     ),

@@ -1,5 +1,9 @@
-"""CPU bindings: one module per op family registers its CPU providers (the portable reference is
+"""CPU bindings: one module per op family holds its CPU providers (the portable reference is
 registered for every vendor by the op's definition; a family module binds a CPU-specific provider
-only where it is much faster than the portable one)."""
+only where it is much faster than the portable one). Only family A has CPU-specific providers."""
 
-from . import index, kv, mamba, sampling, simulated, tree  # noqa: F401
+from . import index
+
+
+def register() -> None:
+    index.register()

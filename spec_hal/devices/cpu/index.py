@@ -105,12 +105,13 @@ def generate_draft_decode_kv_indices(
     )
 
 
-for _op in (
-    assign_extend_cache_locs,
-    assign_req_to_token_pool,
-    fill_accept_out_cache_loc,
-    get_target_cache_loc,
-    filter_finished_cache_loc,
-    generate_draft_decode_kv_indices,
-):
-    register_impl(_op.__name__, "cpu", _PROVIDER, _op)
+def register() -> None:
+    for op in (
+        assign_extend_cache_locs,
+        assign_req_to_token_pool,
+        fill_accept_out_cache_loc,
+        get_target_cache_loc,
+        filter_finished_cache_loc,
+        generate_draft_decode_kv_indices,
+    ):
+        register_impl(op.__name__, "cpu", _PROVIDER, op)

@@ -12,7 +12,7 @@ DESCRIPTOR = DeviceDescriptor(
     dist_backend="nccl",
     capabilities=Capabilities(graph_capture=True, triton=True, record_stream=True, needs_device_guard=True),
     runtime="spec_hal.devices.cuda.runtime:RUNTIME",
-    bindings="spec_hal.devices.cuda.bindings",
+    bindings="spec_hal.devices.cuda.bindings:register",
     intents=PORTABLE_ON_TRITON_VENDORS,
     default_intent=TRITON_DEFAULT,
     notes=(

@@ -34,7 +34,7 @@ DESCRIPTOR = DeviceDescriptor(
     dist_backend="rccl",
     capabilities=Capabilities(graph_capture=True, triton=True, record_stream=True, needs_device_guard=True),
     runtime="spec_hal.devices.hip.runtime:RUNTIME",
-    bindings="spec_hal.devices.hip.bindings",
+    bindings="spec_hal.devices.hip.bindings:register",
     intents=PORTABLE_ON_TRITON_VENDORS,
     default_intent=TRITON_DEFAULT,
     notes=(

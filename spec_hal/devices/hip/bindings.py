@@ -2,4 +2,6 @@
 
 from ...kernels import bind_triton_family
 
-bind_triton_family("hip", "CDNA")
+
+def register() -> None:
+    bind_triton_family("hip", "CDNA")

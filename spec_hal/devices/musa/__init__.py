@@ -28,7 +28,7 @@ DESCRIPTOR = DeviceDescriptor(
     dist_backend="mccl",
     capabilities=Capabilities(graph_capture=True, triton=True, record_stream=True, needs_device_guard=True),
     runtime="spec_hal.devices.musa.runtime:RUNTIME",
-    bindings="spec_hal.devices.musa.bindings",
+    bindings="spec_hal.devices.musa.bindings:register",
     intents={
         **PORTABLE_ON_TRITON_VENDORS,
         "move_kv_cache": Intent(

@@ -28,7 +28,7 @@ DESCRIPTOR = DeviceDescriptor(
     dist_backend="hccl",
     capabilities=Capabilities(graph_capture=True, triton=False, record_stream=True, needs_device_guard=True),
     runtime="spec_hal.devices.npu.runtime:RUNTIME",
-    bindings="spec_hal.devices.npu.bindings",
+    bindings="spec_hal.devices.npu.bindings:register",
     default_intent=Intent(
         PORTABLE,
         "portable torch: vectorised, no host sync, no data-dependent shape (no boolean-mask indexing, "

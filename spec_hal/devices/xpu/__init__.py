@@ -41,7 +41,7 @@ DESCRIPTOR = DeviceDescriptor(
         graph_capture=hasattr(torch.xpu, "XPUGraph"), triton=True, record_stream=True, needs_device_guard=True
     ),
     runtime="spec_hal.devices.xpu.runtime:RUNTIME",
-    bindings="spec_hal.devices.xpu.bindings",
+    bindings="spec_hal.devices.xpu.bindings:register",
     intents=PORTABLE_ON_TRITON_VENDORS,
     default_intent=TRITON_DEFAULT,
     priority_reason="own device type 'xpu'; no overlap with the CUDA family",

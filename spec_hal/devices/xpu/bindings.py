@@ -2,4 +2,6 @@
 
 from ...kernels import bind_triton_family
 
-bind_triton_family("xpu", "XE")
+
+def register() -> None:
+    bind_triton_family("xpu", "XE")
