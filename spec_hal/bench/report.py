@@ -171,8 +171,9 @@ def missed_targets(data: dict[str, Any]) -> list[str]:
     ]
 
 
-def render(paths: list[str], notes: str | None = None) -> str:
-    command = "python -m spec_hal.bench.report " + (f"--notes {notes} " if notes else "") + " ".join(paths)
+def render(paths: list[str], notes: str | None = None, logs: list[str] | None = None) -> str:
+    options = (f"--notes {notes} " if notes else "") + "".join(f"--log {log} " for log in logs or [])
+    command = "python -m spec_hal.bench.report " + options + " ".join(paths)
     parts = [
         "# Performance",
         "",
@@ -191,6 +192,9 @@ def render(paths: list[str], notes: str | None = None) -> str:
     for path in paths:
         with open(path, encoding="utf-8") as handle:
             parts.append(section(json.load(handle), path))
+    for log in logs or []:  # e.g. spec-hal demo output: included verbatim
+        with open(log, encoding="utf-8") as handle:
+            parts += [f"## Run log: `{log}`", "", "```", handle.read().rstrip(), "```", ""]
     return "\n".join(parts)
 
 
@@ -201,9 +205,10 @@ def main(argv: list[str] | None = None) -> None:
         prog="python -m spec_hal.bench.report", description="render docs/performance.md"
     )
     parser.add_argument("--notes", help="a prose file (no figures) included before the tables")
+    parser.add_argument("--log", action="append", default=[], help="a run log included verbatim (repeatable)")
     parser.add_argument("json", nargs="+", help="spec-hal bench --json outputs")
     args = parser.parse_args(argv)
-    sys.stdout.write(render(args.json, args.notes))
+    sys.stdout.write(render(args.json, args.notes, args.log))
 
 
 if __name__ == "__main__":
