@@ -47,3 +47,16 @@ class BadCase:
     error: type[Exception]
     match: str
     value_check: bool = False
+
+
+def with_changes(builder: Builder, **changes: Any) -> Builder:
+    """``builder``'s arguments with ``changes`` applied: a value replaces an argument, a callable is
+    called with the device (bad cases: one argument broken, the rest valid)."""
+
+    def build(device: torch.device) -> dict[str, Any]:
+        kwargs = builder(device)
+        for name, change in changes.items():
+            kwargs[name] = change(device) if callable(change) else change
+        return kwargs
+
+    return build

@@ -18,7 +18,7 @@ import torch
 
 from ...ops.kv import KVBuffers
 from .. import grid
-from ..case import BadCase, Case
+from ..case import BadCase, Case, with_changes
 
 __all__ = ["BUILDERS", "cases", "bad_cases"]
 
@@ -285,18 +285,6 @@ def cases() -> list[Case]:
     return found
 
 
-def _with(builder: Callable[..., dict[str, Any]], **changes: Any) -> Callable[[torch.device], dict[str, Any]]:
-    """A builder whose arguments are the golden ones with ``changes`` applied (callables get the device)."""
-
-    def build(device: torch.device) -> dict[str, Any]:
-        kwargs = builder(device)
-        for name, change in changes.items():
-            kwargs[name] = change(device) if callable(change) else change
-        return kwargs
-
-    return build
-
-
 def bad_cases() -> list[BadCase]:
     move, accept = _golden_move_build, _golden_accept_build
 
@@ -307,31 +295,35 @@ def bad_cases() -> list[BadCase]:
         BadCase(
             "move_kv_cache",
             "kv a list of tensors",
-            _with(move, kv=lambda d: [torch.zeros(4, 2, device=d)]),
+            with_changes(move, kv=lambda d: [torch.zeros(4, 2, device=d)]),
             TypeError,
             "kv",
         ),
         BadCase(
             "move_kv_cache",
             "float tgt_loc",
-            _with(move, tgt_loc=lambda d: torch.zeros(5, device=d)),
+            with_changes(move, tgt_loc=lambda d: torch.zeros(5, device=d)),
             TypeError,
             "tgt_loc",
         ),
         BadCase(
-            "move_kv_cache", "src_loc length", _with(move, src_loc=idx(2, 3, 4, 6)), ValueError, "src_loc"
+            "move_kv_cache",
+            "src_loc length",
+            with_changes(move, src_loc=idx(2, 3, 4, 6)),
+            ValueError,
+            "src_loc",
         ),
         BadCase(
             "move_kv_cache",
             "2-D tgt_loc",
-            _with(move, tgt_loc=lambda d: torch.zeros(5, 1, dtype=torch.int64, device=d)),
+            with_changes(move, tgt_loc=lambda d: torch.zeros(5, 1, dtype=torch.int64, device=d)),
             ValueError,
             "tgt_loc",
         ),
         BadCase(
             "move_kv_cache",
             "tgt past the slots",
-            _with(move, tgt_loc=idx(1, 2, -1, 5, 8)),
+            with_changes(move, tgt_loc=idx(1, 2, -1, 5, 8)),
             ValueError,
             "tgt_loc",
             value_check=True,
@@ -339,7 +331,7 @@ def bad_cases() -> list[BadCase]:
         BadCase(
             "move_kv_cache",
             "src -2",
-            _with(move, src_loc=idx(2, 3, 4, -2, 5)),
+            with_changes(move, src_loc=idx(2, 3, 4, -2, 5)),
             ValueError,
             "src_loc",
             value_check=True,
@@ -347,7 +339,7 @@ def bad_cases() -> list[BadCase]:
         BadCase(
             "move_kv_cache",
             "segments cover 4 of 5 lanes",
-            _with(move, segment_lens=idx(3, 1)),
+            with_changes(move, segment_lens=idx(3, 1)),
             ValueError,
             "segment_lens",
             value_check=True,
@@ -355,7 +347,7 @@ def bad_cases() -> list[BadCase]:
         BadCase(
             "move_kv_cache",
             "negative segment",
-            _with(move, segment_lens=idx(6, -1)),
+            with_changes(move, segment_lens=idx(6, -1)),
             ValueError,
             "segment_lens",
             value_check=True,
@@ -363,7 +355,7 @@ def bad_cases() -> list[BadCase]:
         BadCase(
             "move_kv_cache",
             "a target written twice",
-            _with(move, tgt_loc=idx(1, 2, -1, 5, 1)),
+            with_changes(move, tgt_loc=idx(1, 2, -1, 5, 1)),
             ValueError,
             "tgt_loc",
             value_check=True,
@@ -372,7 +364,7 @@ def bad_cases() -> list[BadCase]:
         BadCase(
             "move_kv_cache",
             "segments overlap",
-            _with(move, src_loc=idx(2, 3, 4, 6, 2)),
+            with_changes(move, src_loc=idx(2, 3, 4, 6, 2)),
             ValueError,
             "src_loc",
             value_check=True,
@@ -380,42 +372,42 @@ def bad_cases() -> list[BadCase]:
         BadCase(
             "move_accept_tokens_to_target_kvcache",
             "req_to_token int64",
-            _with(accept, req_to_token=lambda d: torch.zeros(2, 20, dtype=torch.int64, device=d)),
+            with_changes(accept, req_to_token=lambda d: torch.zeros(2, 20, dtype=torch.int64, device=d)),
             TypeError,
             "req_to_token",
         ),
         BadCase(
             "move_accept_tokens_to_target_kvcache",
             "seq_lens length",
-            _with(accept, seq_lens=idx(2)),
+            with_changes(accept, seq_lens=idx(2)),
             ValueError,
             "seq_lens",
         ),
         BadCase(
             "move_accept_tokens_to_target_kvcache",
             "1-D accept_index",
-            _with(accept, accept_index=idx(0, 2, -1)),
+            with_changes(accept, accept_index=idx(0, 2, -1)),
             ValueError,
             "accept_index",
         ),
         BadCase(
             "move_accept_tokens_to_target_kvcache",
             "int32 tgt_loc",
-            _with(accept, tgt_loc=lambda d: torch.zeros(6, dtype=torch.int32, device=d)),
+            with_changes(accept, tgt_loc=lambda d: torch.zeros(6, dtype=torch.int32, device=d)),
             TypeError,
             "tgt_loc",
         ),
         BadCase(
             "move_accept_tokens_to_target_kvcache",
             "src_loc too short",
-            _with(accept, src_loc=lambda d: torch.zeros(5, dtype=torch.int64, device=d)),
+            with_changes(accept, src_loc=lambda d: torch.zeros(5, dtype=torch.int64, device=d)),
             ValueError,
             "src_loc",
         ),
         BadCase(
             "move_accept_tokens_to_target_kvcache",
             "request row out of range",
-            _with(accept, req_pool_indices=idx(2, 0)),
+            with_changes(accept, req_pool_indices=idx(2, 0)),
             ValueError,
             "req_pool_indices",
             value_check=True,
@@ -423,7 +415,7 @@ def bad_cases() -> list[BadCase]:
         BadCase(
             "move_accept_tokens_to_target_kvcache",
             "ncd >= W",
-            _with(accept, num_correct_drafts=idx(3, 0)),
+            with_changes(accept, num_correct_drafts=idx(3, 0)),
             ValueError,
             "num_correct_drafts",
             value_check=True,
@@ -431,7 +423,7 @@ def bad_cases() -> list[BadCase]:
         BadCase(
             "move_accept_tokens_to_target_kvcache",
             "negative seq_lens",
-            _with(accept, seq_lens=idx(-1, 5)),
+            with_changes(accept, seq_lens=idx(-1, 5)),
             ValueError,
             "seq_lens",
             value_check=True,
@@ -439,7 +431,7 @@ def bad_cases() -> list[BadCase]:
         BadCase(
             "move_accept_tokens_to_target_kvcache",
             "past the pool",
-            _with(accept, seq_lens=idx(19, 5)),
+            with_changes(accept, seq_lens=idx(19, 5)),
             ValueError,
             "seq_lens",
             value_check=True,
@@ -447,7 +439,7 @@ def bad_cases() -> list[BadCase]:
         BadCase(
             "move_accept_tokens_to_target_kvcache",
             "accept_index past out_cache_loc",
-            _with(accept, accept_index=lambda d: torch.tensor([[0, 6, -1], [3, -1, -1]], device=d)),
+            with_changes(accept, accept_index=lambda d: torch.tensor([[0, 6, -1], [3, -1, -1]], device=d)),
             ValueError,
             "accept_index",
             value_check=True,
@@ -455,7 +447,7 @@ def bad_cases() -> list[BadCase]:
         BadCase(
             "move_accept_tokens_to_target_kvcache",
             "source slot past the KV",
-            _with(accept, out_cache_loc=idx(6, 7, 1, 9, 1, 2)),
+            with_changes(accept, out_cache_loc=idx(6, 7, 1, 9, 1, 2)),
             ValueError,
             "out_cache_loc",
             value_check=True,
@@ -464,7 +456,7 @@ def bad_cases() -> list[BadCase]:
         BadCase(
             "move_accept_tokens_to_target_kvcache",
             "requests overlap",
-            _with(accept, out_cache_loc=idx(5, 7, 1, 0, 1, 2)),
+            with_changes(accept, out_cache_loc=idx(5, 7, 1, 0, 1, 2)),
             ValueError,
             "out_cache_loc",
             value_check=True,

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from .. import grid
-from ..case import BadCase, Case
+from ..case import BadCase, Case, with_changes
 
 __all__ = ["BUILDERS", "VerifyStates", "cases", "bad_cases"]
 
@@ -353,20 +353,6 @@ def cases() -> list[Case]:
     return found
 
 
-def _with(
-    builder: Callable[[torch.device], dict[str, Any]], **changes: Any
-) -> Callable[[torch.device], dict[str, Any]]:
-    """The arguments of ``builder`` with ``changes`` applied (a callable change gets the device)."""
-
-    def build(device: torch.device) -> dict[str, Any]:
-        kwargs = builder(device)
-        for name, change in changes.items():
-            kwargs[name] = change(device) if callable(change) else change
-        return kwargs
-
-    return build
-
-
 def _with_states(**changes: Any) -> Callable[[torch.device], dict[str, Any]]:
     """G3 arguments (bs 3, tracking every 2 tokens) whose states get ``changes`` (callables get the states)."""
 
@@ -394,29 +380,37 @@ def bad_cases() -> list[BadCase]:
         "commit_mamba_states_after_verify",
     )
     return [
-        BadCase(g1, "float accept_index", _with(steps, accept_index=zeros(3, 3)), TypeError, "accept_index"),
-        BadCase(g1, "accept_lens length", _with(steps, accept_lens=idx(2, 2)), ValueError, "accept_lens"),
-        BadCase(g1, "draft_token_num 0", _with(steps, draft_token_num=0), ValueError, "draft_token_num"),
-        BadCase(g1, "interval 0", _with(steps, mamba_track_interval=0), ValueError, "mamba_track_interval"),
-        BadCase(g1, "tracking without seq_lens", _with(steps, seq_lens=None), ValueError, "seq_lens"),
+        BadCase(
+            g1, "float accept_index", with_changes(steps, accept_index=zeros(3, 3)), TypeError, "accept_index"
+        ),
+        BadCase(
+            g1, "accept_lens length", with_changes(steps, accept_lens=idx(2, 2)), ValueError, "accept_lens"
+        ),
+        BadCase(
+            g1, "draft_token_num 0", with_changes(steps, draft_token_num=0), ValueError, "draft_token_num"
+        ),
+        BadCase(
+            g1, "interval 0", with_changes(steps, mamba_track_interval=0), ValueError, "mamba_track_interval"
+        ),
+        BadCase(g1, "tracking without seq_lens", with_changes(steps, seq_lens=None), ValueError, "seq_lens"),
         BadCase(
             g1,
             "int32 output",
-            _with(steps, last_correct_step_indices=zeros(3, dtype=torch.int32)),
+            with_changes(steps, last_correct_step_indices=zeros(3, dtype=torch.int32)),
             TypeError,
             "last_correct_step_indices",
         ),
         BadCase(
             g1,
             "track output length",
-            _with(steps, mamba_steps_to_track=zeros(2, dtype=torch.int64)),
+            with_changes(steps, mamba_steps_to_track=zeros(2, dtype=torch.int64)),
             ValueError,
             "mamba_steps_to_track",
         ),
         BadCase(
             g1,
             "accept_lens > W",
-            _with(steps, accept_lens=idx(2, 4, 1)),
+            with_changes(steps, accept_lens=idx(2, 4, 1)),
             ValueError,
             "accept_lens",
             value_check=True,
@@ -424,7 +418,7 @@ def bad_cases() -> list[BadCase]:
         BadCase(
             g1,
             "negative accept_lens",
-            _with(steps, accept_lens=idx(2, -1, 1)),
+            with_changes(steps, accept_lens=idx(2, -1, 1)),
             ValueError,
             "accept_lens",
             value_check=True,
@@ -432,7 +426,7 @@ def bad_cases() -> list[BadCase]:
         BadCase(
             g1,
             "accept_index past bs*D",
-            _with(
+            with_changes(
                 steps, accept_index=lambda d: torch.tensor([[0, 9, -1], [3, 5, -1], [6, -1, -1]], device=d)
             ),
             ValueError,
@@ -442,7 +436,7 @@ def bad_cases() -> list[BadCase]:
         BadCase(
             g1,
             "negative seq_lens",
-            _with(steps, seq_lens=idx(3, -4, 8)),
+            with_changes(steps, seq_lens=idx(3, -4, 8)),
             ValueError,
             "seq_lens",
             value_check=True,
@@ -450,7 +444,7 @@ def bad_cases() -> list[BadCase]:
         BadCase(
             g2,
             "r >= M",
-            _with(
+            with_changes(
                 scatter,
                 state_indices=idx(2, 1, 0, 3),
                 last_correct_step_indices=idx(1, -1, 0, 0),
@@ -463,45 +457,49 @@ def bad_cases() -> list[BadCase]:
         BadCase(
             g2,
             "conv lists of different lengths",
-            _with(scatter, intermediate_conv_windows=[]),
+            with_changes(scatter, intermediate_conv_windows=[]),
             ValueError,
             "intermediate_conv_windows",
         ),
         BadCase(
-            g2, "conv_states not a list", _with(scatter, conv_states=zeros(1, 4, 1)), TypeError, "conv_states"
+            g2,
+            "conv_states not a list",
+            with_changes(scatter, conv_states=zeros(1, 4, 1)),
+            TypeError,
+            "conv_states",
         ),
         BadCase(
             g2,
             "intermediate dtype",
-            _with(scatter, intermediate_ssm=zeros(1, 3, 2, 1, dtype=torch.float64)),
+            with_changes(scatter, intermediate_ssm=zeros(1, 3, 2, 1, dtype=torch.float64)),
             TypeError,
             "intermediate_ssm",
         ),
         BadCase(
             g2,
             "intermediate entry shape",
-            _with(scatter, intermediate_ssm=zeros(1, 3, 2, 2)),
+            with_changes(scatter, intermediate_ssm=zeros(1, 3, 2, 2)),
             ValueError,
             "intermediate_ssm",
         ),
         BadCase(
             g2,
             "conv lines differ",
-            _with(scatter, conv_states=lambda d: [torch.zeros(1, 5, 1, device=d)]),
+            with_changes(scatter, conv_states=lambda d: [torch.zeros(1, 5, 1, device=d)]),
             ValueError,
             r"conv_states\[0\]",
         ),
         BadCase(
             g2,
             "window D differs",
-            _with(scatter, intermediate_conv_windows=lambda d: [torch.zeros(1, 3, 3, 1, device=d)]),
+            with_changes(scatter, intermediate_conv_windows=lambda d: [torch.zeros(1, 3, 3, 1, device=d)]),
             ValueError,
             r"intermediate_conv_windows\[0\]",
         ),
         BadCase(
             g2,
             "entries not contiguous",
-            _with(
+            with_changes(
                 scatter,
                 ssm_states=lambda d: torch.zeros(1, 4, 2, device=d)[..., :1].expand(1, 4, 3),
                 intermediate_ssm=zeros(1, 3, 2, 3),
@@ -512,24 +510,28 @@ def bad_cases() -> list[BadCase]:
         BadCase(
             g2,
             "track steps without lines",
-            _with(scatter, mamba_track_indices=None),
+            with_changes(scatter, mamba_track_indices=None),
             ValueError,
             "mamba_track_indices",
         ),
         BadCase(
-            g2, "float state_indices", _with(scatter, state_indices=zeros(3)), TypeError, "state_indices"
+            g2,
+            "float state_indices",
+            with_changes(scatter, state_indices=zeros(3)),
+            TypeError,
+            "state_indices",
         ),
         BadCase(
             g2,
             "step length",
-            _with(scatter, last_correct_step_indices=idx(1, 0)),
+            with_changes(scatter, last_correct_step_indices=idx(1, 0)),
             ValueError,
             "last_correct_step_indices",
         ),
         BadCase(
             g2,
             "a line written twice",
-            _with(scatter, mamba_track_indices=idx(-1, 1, 2)),
+            with_changes(scatter, mamba_track_indices=idx(-1, 1, 2)),
             ValueError,
             "state_indices",
             value_check=True,
@@ -551,14 +553,14 @@ def bad_cases() -> list[BadCase]:
         BadCase(
             g3,
             "track steps without an interval",
-            _with(_with_states(mamba_track_interval=None), mamba_steps_to_track=idx(0, 0, 0)),
+            with_changes(_with_states(mamba_track_interval=None), mamba_steps_to_track=idx(0, 0, 0)),
             ValueError,
             "mamba_steps_to_track",
         ),
         BadCase(
             g3,
             "float accept_index",
-            _with(_with_states(), accept_index=zeros(3, 4)),
+            with_changes(_with_states(), accept_index=zeros(3, 4)),
             TypeError,
             "accept_index",
         ),
