@@ -246,7 +246,9 @@ def run(
     }
     with device_context(descriptor):
         if device.type != "cpu":
-            data["launch_floor_us"], data["launch_host_us"] = _launch_floor(device)
+            data["launch_floor_us"], data["launch_host_us"], data["launch_host_compiled_us"] = _launch_floor(
+                device
+            )
             data["copy_bandwidth_gbs"] = _copy_bandwidth(device)
         data["dispatch"] = dispatch_overhead(device)
         plan = [
@@ -375,17 +377,20 @@ def _device_name(descriptor: registry.DeviceDescriptor, device: torch.device) ->
     return str(getattr(rt, "device_name", lambda d: descriptor.name)(device))
 
 
-def _launch_floor(device: torch.device) -> tuple[float | None, float | None]:
-    """An empty Triton kernel: (device time per launch in a graph replay, host time per eager launch)."""
+def _launch_floor(device: torch.device) -> tuple[float | None, float | None, float | None]:
+    """An empty Triton kernel: (device time per launch in a graph replay, host time per eager launch
+    through Triton's JIT, host time per eager launch through the compiled handle as the family's
+    kernels launch)."""
     try:
-        from ..kernels.triton.empty import launch_empty
+        from ..kernels.triton.empty import launch_empty, launch_empty_compiled
     except ImportError:
-        return None, None
+        return None, None, None
     marker = torch.zeros(1, device=device)
     device_us = time_graph(lambda: launch_empty(marker), device, calls_per_graph=50).median_us
     host_us = time_host(lambda: launch_empty(marker), repeats=2000).median_us
+    compiled_us = time_host(lambda: launch_empty_compiled(marker), repeats=2000).median_us
     runtime.synchronize(device)
-    return device_us, host_us
+    return device_us, host_us, compiled_us
 
 
 def _copy_bandwidth(device: torch.device, nbytes: int = 1 << 30) -> float:

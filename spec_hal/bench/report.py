@@ -109,6 +109,11 @@ def section(data: dict[str, Any], source: str) -> str:
         head.append(
             f"- Launch floor (empty Triton kernel): {data['launch_floor_us']:.2f} µs device time in a graph replay, "
             f"{data.get('launch_host_us') or float('nan'):.2f} µs host time per eager launch"
+            + (
+                f" ({data['launch_host_compiled_us']:.2f} µs through the compiled kernel handle the family launches by)"
+                if data.get("launch_host_compiled_us")
+                else ""
+            )
         )
     if data.get("copy_bandwidth_gbs"):
         head.append(f"- Device-to-device copy bandwidth: {data['copy_bandwidth_gbs']:.0f} GB/s")

@@ -17,8 +17,10 @@ import triton.language as tl
 from ...ops.sampling import SIMULATED_TOKEN
 from ...registry import TRITON, register_impl
 from .config import LaunchConfig
+from .launch import kernel
 
 
+@kernel
 @triton.jit
 def _simulated_accept_kernel(
     accept_index_ptr, accept_stride_b,
