@@ -35,24 +35,29 @@ def check_tensor(
     ndim: int | None = None,
     shape: Sequence[int | None] | None = None,
 ) -> torch.Tensor:
-    """Check that ``value`` is a tensor of the given dtype(s), rank and shape (None = any size)."""
+    """Check that ``value`` is a tensor of the given dtype(s), rank and shape (None = any size).
+
+    Runs on every eager call: the passing path reads each attribute once and builds nothing.
+    """
     if not isinstance(value, torch.Tensor):
         raise TypeError(f"{name}: expected a torch.Tensor, got {type(value).__name__}")
     if dtype is not None:
-        allowed = (dtype,) if isinstance(dtype, torch.dtype) else tuple(dtype)
-        if value.dtype not in allowed:
+        got = value.dtype
+        if got is not dtype and (isinstance(dtype, torch.dtype) or got not in dtype):
+            allowed = (dtype,) if isinstance(dtype, torch.dtype) else tuple(dtype)
             raise TypeError(
-                f"{name}: expected dtype {_dtype_names(allowed)}, got {str(value.dtype).replace('torch.', '')}"
+                f"{name}: expected dtype {_dtype_names(allowed)}, got {str(got).replace('torch.', '')}"
             )
     if shape is not None:
-        ndim = len(shape)
-    if ndim is not None and value.dim() != ndim:
-        raise ValueError(f"{name}: expected a {ndim}-D tensor, got shape {tuple(value.shape)}")
-    if shape is not None:
-        for axis, (want, got) in enumerate(zip(shape, value.shape, strict=True)):
-            if want is not None and want != got:
+        sizes = value.shape
+        if len(sizes) != len(shape):
+            raise ValueError(f"{name}: expected a {len(shape)}-D tensor, got shape {tuple(sizes)}")
+        for axis, (want, got_size) in enumerate(zip(shape, sizes, strict=True)):
+            if want is not None and want != got_size:
                 expected = tuple("*" if s is None else s for s in shape)
-                raise ValueError(f"{name}: expected shape {expected}, got {tuple(value.shape)} (dim {axis})")
+                raise ValueError(f"{name}: expected shape {expected}, got {tuple(sizes)} (dim {axis})")
+    elif ndim is not None and value.dim() != ndim:
+        raise ValueError(f"{name}: expected a {ndim}-D tensor, got shape {tuple(value.shape)}")
     return value
 
 
@@ -80,10 +85,11 @@ def common_device(**tensors: torch.Tensor | None) -> torch.device:
     for name, tensor in tensors.items():
         if tensor is None:
             continue
+        here = tensor.device
         if device is None:
-            device, first = tensor.device, name
-        elif tensor.device != device:
-            raise ValueError(f"{name}: expected device {device} (the device of {first}), got {tensor.device}")
+            device, first = here, name
+        elif here != device:
+            raise ValueError(f"{name}: expected device {device} (the device of {first}), got {here}")
     if device is None:
         raise ValueError("no tensor argument to take the device from")
     return device
@@ -99,9 +105,10 @@ def check_positive_int(name: str, value: object, *, minimum: int = 1) -> int:
 
 def value_checks_enabled(device: torch.device) -> bool:
     """Whether data-dependent checks run for tensors on ``device`` (see module docstring)."""
-    if device.type == "meta" or _is_compiling():
-        return False
-    return device.type == "cpu" or config.debug()
+    kind = device.type
+    if kind == "cpu":
+        return not _is_compiling()
+    return kind != "meta" and config.debug() and not _is_compiling()
 
 
 def check_range(name: str, value: torch.Tensor, low: int, high: int, *, allow: int | None = None) -> None:
