@@ -22,7 +22,7 @@ from __future__ import annotations
 import importlib
 import logging
 import threading
-from collections.abc import Callable, Hashable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -70,7 +70,9 @@ class Runtime(Protocol):
 
     def is_capturing(self, device: torch.device) -> bool: ...
 
-    def capture_graph(self, fn: Callable[[], None], device: torch.device) -> Callable[[], None]: ...
+    def capture_graph(
+        self, fn: Callable[[], None], device: torch.device, generators: Sequence[torch.Generator] = ()
+    ) -> Callable[[], None]: ...
 
 
 @dataclass(frozen=True)

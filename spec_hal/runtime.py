@@ -8,7 +8,7 @@ runtime, also while a test emulates a vendor on the CPU.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import torch
@@ -79,10 +79,16 @@ def record_stream_each(tensors: Iterable[torch.Tensor | None], stream: Any) -> N
             registry.runtime_of(vendor).record_stream(tensor, stream)
 
 
-def capture_graph(fn: Callable[[], None], device: torch.device | str) -> Callable[[], None]:
+def capture_graph(
+    fn: Callable[[], None], device: torch.device | str, generators: Sequence[torch.Generator] = ()
+) -> Callable[[], None]:
     """Capture ``fn`` into a device graph and return its replay (devices whose descriptor declares
-    graph capture). ``fn`` runs once on a side stream first, as graph capture requires."""
+    graph capture). ``fn`` runs once on a side stream first, as graph capture requires.
+    ``generators`` are the ``torch.Generator`` objects ``fn`` draws from: registered with the graph,
+    each replay draws new numbers from them."""
     dev = torch.device(device)
     if not supports_graph_capture(dev):
         raise ValueError(f"device: {dev} does not support graph capture")
+    if generators:
+        return _runtime(dev).capture_graph(fn, dev, tuple(generators))
     return _runtime(dev).capture_graph(fn, dev)

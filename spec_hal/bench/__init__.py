@@ -15,7 +15,7 @@ import inspect
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,7 +92,12 @@ def time_device(calls: list[Callable[[], Any]], device: torch.device, *, repeats
 
 
 def time_graph(
-    fn: Callable[[], Any], device: torch.device, *, calls_per_graph: int = 20, repeats: int = 20
+    fn: Callable[[], Any],
+    device: torch.device,
+    *,
+    calls_per_graph: int = 20,
+    repeats: int = 20,
+    generators: Sequence[torch.Generator] = (),
 ) -> Timing:
     """Device time per call when ``calls_per_graph`` calls replay from one captured graph."""
 
@@ -100,7 +105,7 @@ def time_graph(
         for _ in range(calls_per_graph):
             fn()
 
-    replay = runtime.capture_graph(calls, device)
+    replay = runtime.capture_graph(calls, device, generators)
     rt = registry.runtime_of(registry.vendor_for(device.type))
     samples = rt.time_each([replay] * repeats, device)  # type: ignore[attr-defined]
     return _timing([s / calls_per_graph for s in samples])
@@ -193,7 +198,8 @@ def _measure(
             row["host"] = time_host(calls[0])
             if runtime.supports_graph_capture(device):
                 try:
-                    row["graph"] = time_graph(calls[0], device)
+                    generators = [v for v in inputs[0].values() if isinstance(v, torch.Generator)]
+                    row["graph"] = time_graph(calls[0], device, generators=generators)
                 except Exception as exc:  # an uncapturable provider is a finding, not a crash
                     row["graph_error"] = f"{type(exc).__name__}: {exc}"
     row["bytes"] = bytes_moved(op, inputs[0])

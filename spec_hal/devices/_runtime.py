@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -37,7 +37,9 @@ class HostRuntime:
     def is_capturing(self, device: torch.device) -> bool:
         return False
 
-    def capture_graph(self, fn: Callable[[], None], device: torch.device) -> Callable[[], None]:
+    def capture_graph(
+        self, fn: Callable[[], None], device: torch.device, generators: Sequence[torch.Generator] = ()
+    ) -> Callable[[], None]:
         raise ValueError("host tensors have no device graphs")
 
 
@@ -76,7 +78,9 @@ class TorchDeviceRuntime:
         capturing = getattr(self.module, "is_current_stream_capturing", None)
         return bool(capturing()) if capturing is not None else False
 
-    def capture_graph(self, fn: Callable[[], None], device: torch.device) -> Callable[[], None]:
+    def capture_graph(
+        self, fn: Callable[[], None], device: torch.device, generators: Sequence[torch.Generator] = ()
+    ) -> Callable[[], None]:
         module = self.module
         side = module.Stream(device)
         side.wait_stream(module.current_stream(device))
@@ -89,6 +93,12 @@ class TorchDeviceRuntime:
             if hasattr(module, name)
         )
         graph = graph_class()
+        for generator in generators:
+            # A generator the captured ops draw from must be registered so each replay advances it.
+            register = getattr(graph, "register_generator_state", None)
+            if register is None:
+                raise ValueError(f"generators: {graph_class.__name__} cannot register a torch.Generator")
+            register(generator)
         with module.graph(graph):
             fn()
         return graph.replay

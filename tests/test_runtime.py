@@ -1,0 +1,67 @@
+"""Graph capture through ``TorchDeviceRuntime`` with a fake device module (no accelerator here)."""
+
+from __future__ import annotations
+
+import contextlib
+import types
+
+import pytest
+import torch
+
+from spec_hal.devices._runtime import TorchDeviceRuntime
+
+
+class FakeStream:
+    def __init__(self, device=None) -> None:
+        self.waited: list[FakeStream] = []
+
+    def wait_stream(self, other: FakeStream) -> None:
+        self.waited.append(other)
+
+
+def fake_module(log: list[str], *, can_register: bool) -> types.SimpleNamespace:
+    class FakeGraph:
+        def replay(self) -> None:
+            log.append("replay")
+
+        if can_register:
+
+            def register_generator_state(self, generator: torch.Generator) -> None:
+                log.append(f"register {generator.initial_seed()}")
+
+    @contextlib.contextmanager
+    def graph(g):
+        log.append("capture begins")
+        yield
+        log.append("capture ends")
+
+    main = FakeStream()
+    return types.SimpleNamespace(
+        Stream=FakeStream,
+        current_stream=lambda device=None: main,
+        stream=lambda s: contextlib.nullcontext(),
+        CUDAGraph=FakeGraph,
+        graph=graph,
+    )
+
+
+def runtime_with(module: types.SimpleNamespace) -> TorchDeviceRuntime:
+    rt = TorchDeviceRuntime("cuda")
+    rt._module = module
+    return rt
+
+
+def test_generators_are_registered_before_the_capture():
+    log: list[str] = []
+    rt = runtime_with(fake_module(log, can_register=True))
+    generators = [torch.Generator().manual_seed(11), torch.Generator().manual_seed(12)]
+    replay = rt.capture_graph(lambda: log.append("fn"), torch.device("cuda"), generators)
+    replay()
+    assert log == ["fn", "register 11", "register 12", "capture begins", "fn", "capture ends", "replay"]
+
+
+def test_a_graph_that_cannot_register_generators_is_an_error_naming_them():
+    rt = runtime_with(fake_module([], can_register=False))
+    with pytest.raises(ValueError, match="generators: .*cannot register"):
+        rt.capture_graph(lambda: None, torch.device("cuda"), [torch.Generator()])
+    rt.capture_graph(lambda: None, torch.device("cuda"))  # no generator: nothing to register
