@@ -142,6 +142,12 @@ EXTRA = [
     built(B, "tree_speculative_sampling_target_only", "bs5_k4_int32", unchecked={"draft_probs"}, bs=5, topk=4, num_steps=3, idx_dtype=torch.int32),
     built(B, "chain_speculative_sampling", "nan_rows_int32", bs=6, num_steps=4, nan_rows=True, idx_dtype=torch.int32),
     built(B, "fill_bonus_tokens", "bs150_int32", bs=150, num_steps=3, idx_dtype=torch.int32),
+    # Trees above 16 nodes: sampling loads one row's (row, token) probabilities per step.
+    built(B, "build_tree_kernel_efficient", "d21_full_mask", bs=5, topk=4, num_steps=5, mode=0),
+    built(B, "verify_tree_greedy", "d19", bs=4, topk=3, num_steps=6),
+    built(B, "tree_speculative_sampling_target_only", "d19", unchecked={"draft_probs"}, bs=4, topk=3, num_steps=6),
+    # Rows wider than 16 tokens: the bonus token is gathered by its length instead of read with the row.
+    built(B, "fill_bonus_tokens", "w21_gathered", bs=70, num_steps=20),
 ]  # fmt: skip
 STRIDED = [relaid(small_cases(op)[0], layout) for op in OPS for layout in (padded, column_major)]
 
@@ -229,10 +235,11 @@ def test_verify_tree_greedy_garbage_links(seed):
     assert_providers_agree("verify_tree_greedy", provider("verify_tree_greedy"), args)
 
 
+@pytest.mark.parametrize("num_nodes", [8, 20])  # 20: probabilities loaded per step, not up front
 @pytest.mark.parametrize("seed, vocab", [(0, 6), (1, 6), (2, 300)])  # 300: several blocks over V
-def test_tree_sampling_garbage_links_and_tokens(seed, vocab):
+def test_tree_sampling_garbage_links_and_tokens(seed, vocab, num_nodes):
     gen = torch.Generator().manual_seed(seed)
-    bs, num_nodes, width = 4, 8, 4
+    bs, width = 4, 4
     probs = torch.randint(0, 16, (bs, num_nodes, vocab), generator=gen).float() / 64
     args = [
         _poison((bs * num_nodes,), torch.int32),
