@@ -47,6 +47,18 @@ LARGE_SIZES: dict[str, list[dict[str, Any]]] = {
         }
         for b in (8, 32)
     ],
+    # the same states committed from accept_index (G1 steps computed inside the scatter launch)
+    "commit_mamba_states_after_verify": [
+        {
+            "bs": b,
+            "topk": 1,
+            "num_layers": 48,
+            "ssm_entry": (32, 128, 128),
+            "dtype": torch.float32,
+            "device_random": True,
+        }
+        for b in (8, 32)
+    ],
     # draft KV indices at 32k context (bs 64, K 4, S 3 is typical)
     "generate_draft_decode_kv_indices": [{"bs": 64, "max_seq": 32768}],
 }
@@ -150,13 +162,50 @@ def bytes_moved(op: str, kwargs: dict[str, Any]) -> int:
         )
         return sum(2 * lanes * len(p.buffers) * p.row_bytes for p in pools)
     if op == "scatter_mamba_states_after_mtp_verify":
-        # rows written: a step in [0, D) and a cache line in [0, C) (others are padding, skipped)
-        steps, lines = kwargs["last_correct_step_indices"], kwargs["state_indices"]
-        num_steps, num_lines = kwargs["intermediate_ssm"].shape[2], kwargs["ssm_states"].shape[1]
-        lanes = int(((steps >= 0) & (steps < num_steps) & (lines >= 0) & (lines < num_lines)).sum())
-        per_lane = kwargs["ssm_states"][0, 0].nbytes + sum(c[0, 0].nbytes for c in kwargs["conv_states"])
-        return 2 * lanes * kwargs["ssm_states"].shape[0] * per_lane
+        return _state_bytes(
+            kwargs["ssm_states"],
+            kwargs["intermediate_ssm"].shape[2],
+            kwargs["conv_states"],
+            [
+                (kwargs["last_correct_step_indices"], kwargs["state_indices"]),
+                (kwargs.get("mamba_steps_to_track"), kwargs.get("mamba_track_indices")),
+            ],
+        )
+    if op == "commit_mamba_states_after_verify":
+        states, bs = kwargs["states"], kwargs["accept_index"].shape[0]
+        last, track = public_ops.verify_commit_step_indices(
+            kwargs["accept_index"],
+            kwargs["accept_lens"],
+            kwargs["draft_token_num"],
+            kwargs.get("seq_lens"),
+            states.mamba_track_interval,
+        )
+        track_lines = states.mamba_track_indices
+        return _state_bytes(
+            states.ssm_states,
+            states.intermediate_ssm.shape[2],
+            states.conv_states,
+            [(last, states.state_indices[:bs]), (track, None if track_lines is None else track_lines[:bs])],
+        )
     return sum(t.nbytes for _, t in tensors_in(kwargs))
+
+
+def _state_bytes(
+    ssm_states: torch.Tensor,
+    num_steps: int,
+    conv_states: Sequence[torch.Tensor],
+    steps_and_lines: Sequence[tuple[torch.Tensor | None, torch.Tensor | None]],
+) -> int:
+    """§P's G2 formula: 2 x lanes written x layers x (SSM + conv entry bytes); a lane is written when
+    its step lies in [0, D) and its cache line in [0, C) (others are padding, skipped)."""
+    num_lines = ssm_states.shape[1]
+    lanes = sum(
+        int(((steps >= 0) & (steps < num_steps) & (lines >= 0) & (lines < num_lines)).sum())
+        for steps, lines in steps_and_lines
+        if steps is not None and lines is not None
+    )
+    per_lane = ssm_states[0, 0].nbytes + sum(c[0, 0].nbytes for c in conv_states)
+    return 2 * lanes * ssm_states.shape[0] * per_lane
 
 
 def _call(op: str, kwargs: dict[str, Any]) -> Callable[[], Any]:

@@ -4,8 +4,10 @@ During TARGET_VERIFY the model writes the recurrent state after every draft step
 (``intermediate_ssm``, ``intermediate_conv_windows``) and leaves the persistent cache lines alone.
 After acceptance the state after the last accepted step is copied into each request's cache line
 (and, with prefix-cache tracking, the state at the last ``track_interval`` boundary into a tracking
-line). G1 computes those steps, G2 copies the states, G3 composes the two over a
-:class:`MambaVerifyStates`.
+line). G1 computes those steps, G2 copies the states, G3 commits over a :class:`MambaVerifyStates`:
+when it computes the steps itself it is one device op (``commit_mamba_states_after_verify``,
+portable reference = G1's then G2's; one launch on the Triton vendors), otherwise G2 (after G1 for
+a step the caller left out).
 
 Contracts and portable references live together: the ``_portable`` functions decorated with
 ``define_op`` are the provider signatures; the public functions validate and dispatch.
@@ -151,6 +153,34 @@ def verify_commit_step_indices(
     Returns:
         ``(last_correct_step_indices, mamba_steps_to_track or None)``, both int64.
     """
+    device, last, track = _checked_step_args(
+        accept_index,
+        accept_lens,
+        draft_token_num,
+        seq_lens,
+        mamba_track_interval,
+        last_correct_step_indices,
+        mamba_steps_to_track,
+    )
+    if accept_index.shape[0] == 0:
+        return last, track
+    _verify_commit_step_indices_portable.dispatch(
+        device, accept_index, accept_lens, draft_token_num, seq_lens, mamba_track_interval or 0, last, track
+    )
+    return last, track
+
+
+def _checked_step_args(
+    accept_index: Tensor,
+    accept_lens: Tensor,
+    draft_token_num: int,
+    seq_lens: Tensor | None,
+    mamba_track_interval: int | None,
+    last_correct_step_indices: Tensor | None,
+    mamba_steps_to_track: Tensor | None,
+) -> tuple[torch.device, Tensor, Tensor | None]:
+    """G1's arguments checked (values too where value checks run) and its outputs allocated:
+    ``(device, last_correct_step_indices, mamba_steps_to_track or None)``."""
     check_index("accept_index", accept_index, ndim=2)
     bs, width = accept_index.shape
     check_index("accept_lens", accept_lens, shape=(bs,))
@@ -181,18 +211,13 @@ def verify_commit_step_indices(
             track = check_output(
                 "mamba_steps_to_track", mamba_steps_to_track, dtype=torch.int64, device=device, shape=(bs,)
             )
-    if bs == 0:
-        return last, track
-    if value_checks_enabled(device):
+    if bs and value_checks_enabled(device):
         check_range("accept_lens", accept_lens, 0, width + 1)
         check_range("accept_index", accept_index, 0, bs * draft_token_num, allow=-1)
         if tracking:
             assert seq_lens is not None  # tracking requires seq_lens (checked above)
             check_non_negative("seq_lens", seq_lens)
-    _verify_commit_step_indices_portable.dispatch(
-        device, accept_index, accept_lens, draft_token_num, seq_lens, mamba_track_interval or 0, last, track
-    )
-    return last, track
+    return device, last, track
 
 
 # --------------------------------------------------------------------------------------------------
@@ -306,6 +331,53 @@ def scatter_mamba_states_after_mtp_verify(
     Returns:
         ``(ssm_states, conv_states)``, updated in place.
     """
+    device, conv_list, windows_list = _checked_scatter_args(
+        ssm_states,
+        intermediate_ssm,
+        conv_states,
+        intermediate_conv_windows,
+        state_indices,
+        last_correct_step_indices,
+        mamba_track_indices,
+        mamba_steps_to_track,
+    )
+    if state_indices.shape[0] == 0:
+        return ssm_states, conv_list
+    if value_checks_enabled(device):
+        _check_distinct_lines(
+            ssm_states.shape[1],
+            intermediate_ssm.shape[2],
+            state_indices,
+            last_correct_step_indices,
+            mamba_track_indices,
+            mamba_steps_to_track,
+        )
+    _scatter_mamba_states_portable.dispatch(
+        device,
+        ssm_states,
+        intermediate_ssm,
+        conv_list,
+        windows_list,
+        state_indices,
+        last_correct_step_indices,
+        mamba_track_indices,
+        mamba_steps_to_track,
+    )
+    return ssm_states, conv_list
+
+
+def _checked_scatter_args(
+    ssm_states: Tensor,
+    intermediate_ssm: Tensor,
+    conv_states: list[Tensor],
+    intermediate_conv_windows: list[Tensor],
+    state_indices: Tensor,
+    last_correct_step_indices: Tensor,
+    mamba_track_indices: Tensor | None,
+    mamba_steps_to_track: Tensor | None,
+) -> tuple[torch.device, list[Tensor], list[Tensor]]:
+    """G2's arguments checked (shapes, dtypes, devices; the distinct-lines value check needs the
+    steps and is the caller's): ``(device, conv_states, intermediate_conv_windows)`` as lists."""
     if not isinstance(conv_states, (list, tuple)):
         raise TypeError(f"conv_states: expected a list of tensors, got {type(conv_states).__name__}")
     if not isinstance(intermediate_conv_windows, (list, tuple)):
@@ -354,30 +426,7 @@ def scatter_mamba_states_after_mtp_verify(
         mamba_track_indices=mamba_track_indices,
         mamba_steps_to_track=mamba_steps_to_track,
     )
-    conv_list = list(conv_states)
-    if bs == 0:
-        return ssm_states, conv_list
-    if value_checks_enabled(device):
-        _check_distinct_lines(
-            num_lines,
-            num_steps,
-            state_indices,
-            last_correct_step_indices,
-            mamba_track_indices,
-            mamba_steps_to_track,
-        )
-    _scatter_mamba_states_portable.dispatch(
-        device,
-        ssm_states,
-        intermediate_ssm,
-        conv_list,
-        list(intermediate_conv_windows),
-        state_indices,
-        last_correct_step_indices,
-        mamba_track_indices,
-        mamba_steps_to_track,
-    )
-    return ssm_states, conv_list
+    return device, list(conv_states), list(intermediate_conv_windows)
 
 
 def _check_distinct_lines(
@@ -408,6 +457,50 @@ def _check_distinct_lines(
 # G3 commit_mamba_states_after_verify
 
 
+@define_op(
+    "commit_mamba_states_after_verify",
+    mutates=("ssm_states", "conv_states", "last_correct_step_indices", "mamba_steps_to_track"),
+    op_class="bandwidth",
+    bytes_moved="as scatter_mamba_states_after_mtp_verify (the steps are 16 bytes per request)",
+    variant=_tensor_dtypes,
+)
+def _commit_mamba_states_portable(
+    ssm_states: Tensor,
+    intermediate_ssm: Tensor,
+    conv_states: list[Tensor],
+    intermediate_conv_windows: list[Tensor],
+    state_indices: Tensor,
+    mamba_track_indices: Tensor | None,
+    accept_index: Tensor,
+    accept_lens: Tensor,
+    draft_token_num: int,
+    seq_lens: Tensor | None,
+    mamba_track_interval: int,
+    last_correct_step_indices: Tensor,
+    mamba_steps_to_track: Tensor | None,
+) -> None:
+    # G3 computing its steps: G1 then G2 (mamba_steps_to_track and mamba_track_indices both or neither).
+    _verify_commit_step_indices_portable.portable(
+        accept_index,
+        accept_lens,
+        draft_token_num,
+        seq_lens,
+        mamba_track_interval,
+        last_correct_step_indices,
+        mamba_steps_to_track,
+    )
+    _scatter_mamba_states_portable.portable(
+        ssm_states,
+        intermediate_ssm,
+        conv_states,
+        intermediate_conv_windows,
+        state_indices,
+        last_correct_step_indices,
+        mamba_track_indices,
+        mamba_steps_to_track,
+    )
+
+
 def commit_mamba_states_after_verify(
     states: MambaVerifyStates | None,
     accept_index: Tensor,
@@ -417,22 +510,25 @@ def commit_mamba_states_after_verify(
     last_correct_step_indices: Tensor | None = None,
     mamba_steps_to_track: Tensor | None = None,
 ) -> tuple[Tensor, Tensor | None] | None:
-    """Commit the recurrent states of the accepted tokens after verify (G1 then G2).
+    """Commit the recurrent states of the accepted tokens after verify (G1's steps, G2's copy).
 
     Called once per verify on hybrid models; a no-op (returns None) for non-mamba models
     (``states`` None), idle batches (bs = 0) or an empty ``accept_index``. Steps passed by the
-    caller are used as they are; missing ones are computed with G1 (tracking iff
-    ``states.mamba_track_interval`` is not None). G2 then runs on ``states.state_indices[:bs]``
-    (and ``states.mamba_track_indices[:bs]``).
+    caller are used as they are; missing ones are computed as G1 does (tracking iff
+    ``states.mamba_track_interval`` is not None). The copy is G2's on ``states.state_indices[:bs]``
+    (and ``states.mamba_track_indices[:bs]``). Without any step from the caller this is one device
+    op (steps and copy in one launch where the device fuses them); with both, G2 alone; with one of
+    two, G1 then G2.
 
     Args:
         states: the backend's :class:`MambaVerifyStates`, or None.
         accept_index, accept_lens, draft_token_num, seq_lens: as :func:`verify_commit_step_indices`.
-        last_correct_step_indices: ``[bs]`` int32/int64 steps to commit, or None (G1).
-        mamba_steps_to_track: ``[bs]`` int32/int64 steps to track, or None (G1 when tracking).
+        last_correct_step_indices: ``[bs]`` int32/int64 steps to commit, or None (computed).
+        mamba_steps_to_track: ``[bs]`` int32/int64 steps to track, or None (computed when tracking).
 
     Returns:
-        ``(last_correct_step_indices, mamba_steps_to_track or None)``, or None when nothing was done.
+        ``(last_correct_step_indices, mamba_steps_to_track or None)`` (computed ones int64), or None
+        when nothing was done.
     """
     check_index("accept_index", accept_index, ndim=2)
     if states is None or accept_index.numel() == 0:
@@ -453,25 +549,97 @@ def commit_mamba_states_after_verify(
             check_index(name, lines)
             if lines.shape[0] < bs:
                 raise ValueError(f"{name}: expected at least bs = {bs} entries, got {lines.shape[0]}")
-    need_last = last_correct_step_indices is None
-    need_track = tracking and mamba_steps_to_track is None
-    if need_last or need_track:
-        computed_last, computed_track = verify_commit_step_indices(
-            accept_index, accept_lens, draft_token_num, seq_lens, interval if need_track else None
+    state_lines = states.state_indices[:bs]
+    track_lines = track_indices[:bs] if tracking and track_indices is not None else None
+    if last_correct_step_indices is None and mamba_steps_to_track is None:
+        return _commit_with_computed_steps(
+            states, state_lines, track_lines, accept_index, accept_lens, draft_token_num, seq_lens, interval
         )
-        if need_last:
+    if last_correct_step_indices is None or (tracking and mamba_steps_to_track is None):
+        computed_last, computed_track = verify_commit_step_indices(
+            accept_index,
+            accept_lens,
+            draft_token_num,
+            seq_lens,
+            interval if mamba_steps_to_track is None else None,
+        )
+        if last_correct_step_indices is None:
             last_correct_step_indices = computed_last
-        if need_track:
+        if mamba_steps_to_track is None:
             mamba_steps_to_track = computed_track
-    assert last_correct_step_indices is not None
     scatter_mamba_states_after_mtp_verify(
         states.ssm_states,
         states.intermediate_ssm,
         states.conv_states,
         states.intermediate_conv_windows,
-        states.state_indices[:bs],
+        state_lines,
         last_correct_step_indices,
-        track_indices[:bs] if tracking and track_indices is not None else None,
-        mamba_steps_to_track if tracking else None,
+        track_lines,
+        mamba_steps_to_track,
     )
-    return last_correct_step_indices, mamba_steps_to_track if tracking else None
+    return last_correct_step_indices, mamba_steps_to_track
+
+
+def _commit_with_computed_steps(
+    states: MambaVerifyStates,
+    state_lines: Tensor,
+    track_lines: Tensor | None,
+    accept_index: Tensor,
+    accept_lens: Tensor,
+    draft_token_num: int,
+    seq_lens: Tensor | None,
+    mamba_track_interval: int | None,
+) -> tuple[Tensor, Tensor | None]:
+    """G3 without caller steps: G1's and G2's checks, then the one device op."""
+    device, last, track = _checked_step_args(
+        accept_index, accept_lens, draft_token_num, seq_lens, mamba_track_interval, None, None
+    )
+    _, conv_list, windows_list = _checked_scatter_args(
+        states.ssm_states,
+        states.intermediate_ssm,
+        states.conv_states,
+        states.intermediate_conv_windows,
+        state_lines,
+        last,
+        track_lines,
+        track,
+    )
+    if value_checks_enabled(device):
+        # Which lines are written depends on the steps: computed here too (into scratch, so that a
+        # provider that leaves its outputs unwritten still shows), for the check only.
+        check_last = torch.empty_like(last)
+        check_track = None if track is None else torch.empty_like(track)
+        _verify_commit_step_indices_portable.portable(
+            accept_index,
+            accept_lens,
+            draft_token_num,
+            seq_lens,
+            mamba_track_interval or 0,
+            check_last,
+            check_track,
+        )
+        _check_distinct_lines(
+            states.ssm_states.shape[1],
+            states.intermediate_ssm.shape[2],
+            state_lines,
+            check_last,
+            track_lines,
+            check_track,
+        )
+    _commit_mamba_states_portable.dispatch(
+        device,
+        states.ssm_states,
+        states.intermediate_ssm,
+        conv_list,
+        windows_list,
+        state_lines,
+        track_lines,
+        accept_index,
+        accept_lens,
+        draft_token_num,
+        seq_lens,
+        mamba_track_interval or 0,
+        last,
+        track,
+    )
+    return last, track

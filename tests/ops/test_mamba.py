@@ -12,8 +12,13 @@ import spec_hal.ops as ops
 from spec_hal.conformance import grid
 from spec_hal.conformance.cases import mamba as mamba_cases
 from spec_hal.conformance.cases.mamba import VerifyStates
+from spec_hal.conformance.runner import compare
 from spec_hal.ops import MambaVerifyStates
-from spec_hal.ops.mamba import _scatter_mamba_states_portable, _verify_commit_step_indices_portable
+from spec_hal.ops.mamba import (
+    _commit_mamba_states_portable,
+    _scatter_mamba_states_portable,
+    _verify_commit_step_indices_portable,
+)
 
 CPU = torch.device("cpu")
 CASES = mamba_cases.cases()
@@ -235,6 +240,33 @@ def test_commit_uses_the_callers_steps():
     assert_same_bits(kwargs["states"].ssm_states, ssm)
 
 
+@pytest.mark.parametrize(
+    ("given", "dispatched"),
+    [
+        ((), {"commit_mamba_states_after_verify"}),
+        (("last",), {"verify_commit_step_indices", "scatter_mamba_states_after_mtp_verify"}),
+        (("track",), {"verify_commit_step_indices", "scatter_mamba_states_after_mtp_verify"}),
+        (("last", "track"), {"scatter_mamba_states_after_mtp_verify"}),
+    ],
+)
+def test_commit_dispatches(given, dispatched):
+    """Without caller steps G3 is its own device op; with both it is G2; with one, G1 then G2."""
+    kwargs = mamba_cases.build_commit_mamba_states_after_verify(CPU, bs=4, mamba_track_interval=2, seed=5)
+    if "last" in given:
+        kwargs["last_correct_step_indices"] = torch.tensor([0, 1, 2, 3])
+    if "track" in given:
+        kwargs["mamba_steps_to_track"] = torch.tensor([-1, 0, -1, 1])
+    opdefs = (
+        _verify_commit_step_indices_portable,
+        _scatter_mamba_states_portable,
+        _commit_mamba_states_portable,
+    )
+    for opdef in opdefs:
+        opdef.clear_bindings()
+    ops.commit_mamba_states_after_verify(**kwargs)
+    assert {opdef.name for opdef in opdefs if opdef._bound} == dispatched
+
+
 def test_commit_nothing_to_do():
     kwargs = mamba_cases.build_commit_mamba_states_after_verify(CPU, bs=3)
     assert (
@@ -250,21 +282,12 @@ def test_commit_nothing_to_do():
 # Goldens and errors
 
 
-@pytest.mark.parametrize(
-    "case",
-    _cases("verify_commit_step_indices", "golden")
-    + _cases("scatter_mamba_states_after_mtp_verify", "golden"),
-)
+@pytest.mark.parametrize("case", [case for op in mamba_cases.BUILDERS for case in _cases(op, "golden")])
 def test_golden(case):
     kwargs = case.build(CPU)
     result = getattr(ops, case.op)(**kwargs)
-    for name, wanted in case.expected().items():
-        if name == "result":
-            assert all(torch.equal(a, w) for a, w in zip(result, wanted, strict=True))
-        elif isinstance(wanted, list):
-            assert all(torch.equal(a, w) for a, w in zip(kwargs[name], wanted, strict=True)), name
-        else:
-            assert torch.equal(kwargs[name], wanted), name
+    expected = case.expected()
+    assert compare({name: result if name == "result" else kwargs[name] for name in expected}, expected) == []
 
 
 @pytest.mark.parametrize(
@@ -297,11 +320,7 @@ def _to_meta(value):
     [
         ("verify_commit_step_indices", {"mamba_track_interval": 2}, (_verify_commit_step_indices_portable,)),
         ("scatter_mamba_states_after_mtp_verify", {"tracking": True}, (_scatter_mamba_states_portable,)),
-        (
-            "commit_mamba_states_after_verify",
-            {"mamba_track_interval": 2},
-            (_verify_commit_step_indices_portable, _scatter_mamba_states_portable),
-        ),
+        ("commit_mamba_states_after_verify", {"mamba_track_interval": 2}, (_commit_mamba_states_portable,)),
     ],
 )
 def test_meta_runs_the_portable_reference(op, sizes, opdefs):

@@ -188,27 +188,45 @@ def build_commit_mamba_states_after_verify(
     seed: int = 0,
     dtype: torch.dtype = torch.float32,
     mamba_track_interval: int | None = None,
+    padding: bool = False,
+    ssm_entry: tuple[int, ...] = _SSM_ENTRY,
+    device_random: bool = False,
 ) -> dict[str, Any]:
+    """``padding``: rows with nothing accepted, or a -1 / C cache or tracking line (CUDA-graph
+    batches); ``ssm_entry`` / ``device_random``: the benchmarks' states, as for G2."""
     generator = torch.Generator().manual_seed(seed)
     draft_token_num = _draft_token_num(topk, num_steps)
-    accept_index, accept_lens, seq_lens = _accept_inputs(bs, topk, num_steps, generator, allow_empty=False)
+    accept_index, accept_lens, seq_lens = _accept_inputs(bs, topk, num_steps, generator, allow_empty=padding)
     num_lines = 2 * bs + 3
     extra_rows = 2  # state_indices / mamba_track_indices are [>= bs]: the engine's padded buffers
     ssm, inter_ssm, conv, windows = _states(
-        num_layers, num_lines, bs + extra_rows, draft_token_num, dtype, device, generator
+        num_layers,
+        num_lines,
+        bs + extra_rows,
+        draft_token_num,
+        dtype,
+        device,
+        generator,
+        ssm_entry,
+        device_random,
     )
     lines = torch.randperm(num_lines, generator=generator)
+    state_lines = lines[: bs + extra_rows].clone()
+    track_lines = lines[bs + extra_rows : 2 * bs + extra_rows + 1].clone()
+    if padding and bs:
+        kinds = torch.randint(0, 8, (bs,), generator=generator)
+        # 0: cache line -1, 1: cache line C, 2: tracking line -1, others: as drawn
+        state_lines[:bs] = torch.where(kinds == 0, -1, torch.where(kinds == 1, num_lines, state_lines[:bs]))
+        track_lines[:bs] = torch.where(kinds == 2, -1, track_lines[:bs])
     tracking = mamba_track_interval is not None
     states = VerifyStates(
         ssm_states=ssm,
         conv_states=conv,
         intermediate_ssm=inter_ssm,
         intermediate_conv_windows=windows,
-        state_indices=lines[: bs + extra_rows].to(idx_dtype).to(device),
+        state_indices=state_lines.to(idx_dtype).to(device),
         mamba_track_interval=mamba_track_interval,
-        mamba_track_indices=lines[bs + extra_rows : 2 * bs + extra_rows + 1].to(idx_dtype).to(device)
-        if tracking
-        else None,
+        mamba_track_indices=track_lines.to(idx_dtype).to(device) if tracking else None,
     )
     return {
         "states": states,
@@ -273,6 +291,35 @@ def _golden_scatter_expected() -> dict[str, Any]:
     return {"ssm_states": ssm, "conv_states": [conv]}
 
 
+def _golden_commit_build(device: torch.device) -> dict[str, Any]:
+    # The golden G1 requests (steps [2, 2, 0], tracked [0, 2, -1]) over L = 1, C = 8, M = 3 states
+    # whose entry value is 10*row + step (conv windows: + 100); every line starts at -1.
+    g1 = _golden_steps_build(device)
+    accepted = {name: g1[name] for name in ("accept_index", "accept_lens", "draft_token_num", "seq_lens")}
+    values = (10 * torch.arange(3.0)[:, None] + torch.arange(3.0)).view(1, 3, 3, 1)
+    states = VerifyStates(
+        ssm_states=torch.full((1, 8, 1), -1.0, device=device),
+        conv_states=[torch.full((1, 8, 1), -1.0, device=device)],
+        intermediate_ssm=values.to(device),
+        intermediate_conv_windows=[(values + 100).to(device)],
+        state_indices=torch.tensor([5, 1, 7], device=device),
+        mamba_track_interval=g1["mamba_track_interval"],
+        mamba_track_indices=torch.tensor([0, 3, 2], dtype=torch.int32, device=device),
+    )
+    return {"states": states, **accepted}
+
+
+def _golden_commit_expected() -> dict[str, Any]:
+    states = _golden_commit_build(torch.device("cpu"))["states"]
+    # Row 0 commits step 2 into line 5 and tracks step 0 into line 0; row 1 commits step 2 into
+    # line 1 and tracks step 2 into line 3; row 2 commits step 0 into line 7 and tracks nothing.
+    ssm = torch.tensor([0.0, 12.0, -1.0, 12.0, -1.0, 2.0, -1.0, 20.0]).view(1, 8, 1)
+    states.ssm_states = ssm
+    states.conv_states = [torch.where(ssm >= 0, ssm + 100, ssm)]
+    steps = _golden_steps_expected()
+    return {"states": states, "result": steps["result"]}
+
+
 # --------------------------------------------------------------------------------------------------
 # Case lists
 
@@ -299,7 +346,7 @@ def _random_cases(op: str) -> list[Case]:
             else:
                 sizes |= {"topk": grid.TOPKS[(i + j) % len(grid.TOPKS)], "mamba_track_interval": interval}
             if op == "commit_mamba_states_after_verify":
-                sizes |= {"dtype": (torch.float32, torch.bfloat16)[j]}
+                sizes |= {"dtype": (torch.float32, torch.bfloat16)[j], "padding": i % 2 == 0}
             name = ",".join(f"{key}={str(value).replace('torch.', '')}" for key, value in sizes.items())
             found.append(Case(op, name, "random", functools.partial(BUILDERS[op], **sizes), small=bs <= 3))
     return found
@@ -307,7 +354,7 @@ def _random_cases(op: str) -> list[Case]:
 
 def cases() -> list[Case]:
     found = [case for op in BUILDERS for case in _random_cases(op)]
-    edges = [
+    edges: list[tuple[str, str, dict[str, Any]]] = [
         ("verify_commit_step_indices", "bs 0, tracking", {"bs": 0, "mamba_track_interval": 4}),
         (
             "verify_commit_step_indices",
@@ -326,6 +373,16 @@ def cases() -> list[Case]:
             "commit_mamba_states_after_verify",
             "tree, tracking every token",
             {"bs": 4, "topk": 2, "mamba_track_interval": 1},
+        ),
+        (
+            "commit_mamba_states_after_verify",
+            "padding rows, tracking, int32",
+            {"bs": 6, "padding": True, "mamba_track_interval": 2, "idx_dtype": torch.int32, "seed": 3},
+        ),
+        (
+            "commit_mamba_states_after_verify",
+            "padding rows, D = 1",
+            {"bs": 5, "padding": True, "num_steps": 0},
         ),
     ]
     for op, name, sizes in edges:
@@ -347,6 +404,16 @@ def cases() -> list[Case]:
             "golden",
             _golden_scatter_build,
             _golden_scatter_expected,
+            small=True,
+        )
+    )
+    found.append(
+        Case(
+            "commit_mamba_states_after_verify",
+            "three requests, tracking",
+            "golden",
+            _golden_commit_build,
+            _golden_commit_expected,
             small=True,
         )
     )
@@ -563,5 +630,70 @@ def bad_cases() -> list[BadCase]:
             with_changes(_with_states(), accept_index=zeros(3, 4)),
             TypeError,
             "accept_index",
+        ),
+        BadCase(
+            g3,
+            "accept_lens length",
+            with_changes(_with_states(), accept_lens=idx(1, 1)),
+            ValueError,
+            "accept_lens",
+        ),
+        BadCase(
+            g3,
+            "tracking without seq_lens",
+            with_changes(_with_states(), seq_lens=None),
+            ValueError,
+            "seq_lens",
+        ),
+        BadCase(
+            g3,
+            "float state_indices",
+            _with_states(state_indices=lambda s: s.state_indices.float()),
+            TypeError,
+            "states.state_indices",
+        ),
+        BadCase(
+            g3,
+            "r >= M",
+            _with_states(
+                intermediate_ssm=lambda s: s.intermediate_ssm[:, :2],
+                intermediate_conv_windows=lambda s: [w[:, :2] for w in s.intermediate_conv_windows],
+            ),
+            ValueError,
+            "intermediate_ssm",
+        ),
+        BadCase(
+            g3,
+            "conv lists of different lengths",
+            _with_states(intermediate_conv_windows=lambda s: s.intermediate_conv_windows[:1]),
+            ValueError,
+            "intermediate_conv_windows",
+        ),
+        BadCase(
+            g3,
+            "intermediate dtype",
+            _with_states(intermediate_ssm=lambda s: s.intermediate_ssm.double()),
+            TypeError,
+            "intermediate_ssm",
+        ),
+        BadCase(
+            g3,
+            "accept_lens > W",
+            with_changes(_with_states(), accept_lens=idx(1, 5, 1)),
+            ValueError,
+            "accept_lens",
+            value_check=True,
+        ),
+        BadCase(
+            g3,
+            "a line written twice",
+            _with_states(
+                state_indices=lambda s: torch.cat(
+                    (s.state_indices[:1], s.state_indices[:1], s.state_indices[2:])
+                )
+            ),
+            ValueError,
+            "state_indices",
+            value_check=True,
         ),
     ]

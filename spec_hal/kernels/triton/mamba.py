@@ -1,5 +1,6 @@
-"""Family G (mamba state commit) in Triton: ``verify_commit_step_indices`` (G1) and
-``scatter_mamba_states_after_mtp_verify`` (G2).
+"""Family G (mamba state commit) in Triton: ``verify_commit_step_indices`` (G1),
+``scatter_mamba_states_after_mtp_verify`` (G2) and ``commit_mamba_states_after_verify`` (G3, the
+device op of G3 computing its own steps).
 
 G1 is one elementwise launch over the batch. G2 is one launch for the SSM state and up to
 :data:`_MAX_PARTS` - 1 conv states (more conv states take further launches of the same kernel): grid
@@ -12,11 +13,18 @@ strided conv window ``[channels, Kc-1]`` keeps its row stride), copied with 2-D 
 or other per-element index math, and contiguous rows vectorise. The destination entry is contiguous
 (contract). A source entry that does not coalesce to two dims is copied by the portable reference
 (for that part only; no layout in use needs it).
+
+G3 is G2's launch with the steps computed inline (``STEPS_FROM_ACCEPT``): every program computes
+its lane's step with G1's helpers (one more dependent load than reading a step: accept_lens, then
+the accept_index entry), and the lane's program of tile 0 and layer 0 stores it. With more parts
+than one launch takes, later launches read the stored steps; with no part the kernel copies (empty
+entries, or none a 2-D block), G1's launch then G2's.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 
 import torch
@@ -26,6 +34,7 @@ import triton.language as tl
 from ...ops.mamba import _scatter_mamba_states_portable
 from ...registry import TRITON, register_impl
 from .config import LaunchConfig
+from .launch import cdiv, kernel, next_power_of_2
 
 __all__ = ["register"]
 
@@ -46,13 +55,24 @@ def _floor_div(a, divisor):
 
 @triton.jit
 def _step_at(accept_index, request, column, in_range, width, draft_token_num, row_stride, col_stride):
-    """Tree step of the accepted node in ``column`` of each request's row; -1 where there is none."""
+    """Tree step of the accepted node in ``column`` of each request's row; -1 where there is none
+    (or where ``in_range`` is false: nothing is read there)."""
     inside = in_range & (column >= 0) & (column < width)
     node = tl.load(accept_index + request * row_stride + column * col_stride, mask=inside, other=-1)
     node = node.to(tl.int64)
     return tl.where(inside & (node >= 0), node - request * draft_token_num, -1)
 
 
+@triton.jit
+def _tracked_column(before, accepted, interval):
+    """(column, crosses): the column of the last accepted token before the last ``interval``
+    boundary the request crossed (its state is the boundary's state), and whether it crossed one."""
+    boundary = _floor_div(before + accepted, interval)
+    crosses = _floor_div(before, interval) != boundary
+    return tl.maximum(boundary * interval - before - 1, 0), crosses
+
+
+@kernel
 @triton.jit
 def _commit_steps_kernel(
     accept_index,
@@ -89,23 +109,19 @@ def _commit_steps_kernel(
         )
         tl.store(last_steps + request * last_stride, last, mask=in_range)
         if TRACKING:
-            # The last accepted token before the last interval boundary crossed: its state is the
-            # boundary's state.
             before = tl.load(seq_lens + request * seq_stride, mask=in_range, other=0).to(tl.int64)
-            boundary = _floor_div(before + accepted, interval)
-            crosses = _floor_div(before, interval) != boundary
-            column = tl.maximum(boundary * interval - before - 1, 0)
+            column, crosses = _tracked_column(before, accepted, interval)
             tracked = _step_at(
                 accept_index,
                 request,
                 column,
-                in_range,
+                in_range & crosses,
                 width,
                 draft_token_num,
                 accept_row_stride,
                 accept_col_stride,
             )
-            tl.store(track_steps + request * track_stride, tl.where(crosses, tracked, -1), mask=in_range)
+            tl.store(track_steps + request * track_stride, tracked, mask=in_range)
 
 
 def _verify_commit_step_indices(
@@ -128,7 +144,7 @@ def _verify_commit_step_indices(
         mamba_steps_to_track if mamba_steps_to_track is not None and tracking else last_correct_step_indices
     )
     lengths = seq_lens if seq_lens is not None and tracking else accept_lens
-    _commit_steps_kernel[(min(triton.cdiv(bs, config.block), config.max_grid),)](
+    _commit_steps_kernel[(min(cdiv(bs, config.block), config.max_grid),)](
         accept_index,
         accept_lens,
         lengths,
@@ -151,7 +167,7 @@ def _verify_commit_step_indices(
 
 
 # --------------------------------------------------------------------------------------------------
-# G2 scatter_mamba_states_after_mtp_verify
+# G2 scatter_mamba_states_after_mtp_verify and G3 commit_mamba_states_after_verify
 
 
 @triton.jit
@@ -184,8 +200,9 @@ def _copy_entry_tile(
     one of this part's (a tile index outside [0, tiles) belongs to another part)."""
     col_tiles = tl.cdiv(cols, COLS)
     if (tile >= 0) & (tile < tl.cdiv(rows, ROWS) * col_tiles):
-        r = (tile // col_tiles) * ROWS + tl.arange(0, ROWS)
-        c = (tile % col_tiles) * COLS + tl.arange(0, COLS)
+        # int64 offsets within the entry too: a strided source entry may span 2**31 elements.
+        r = (tile // col_tiles).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+        c = (tile % col_tiles).to(tl.int64) * COLS + tl.arange(0, COLS)
         mask = (r < rows)[:, None] & (c < cols)[None, :]
         src_entry = src + layer * src_layer_stride + row * src_row_stride + step * src_step_stride
         dst_entry = dst + layer * dst_layer_stride + line * dst_line_stride
@@ -195,6 +212,37 @@ def _copy_entry_tile(
         tl.store(dst_entry + r[:, None] * cols + c[None, :], values, mask=mask)
 
 
+@triton.jit
+def _computed_lane_step(
+    accept_index,
+    accept_lens,
+    seq_lens,
+    row,
+    commit,
+    width,
+    draft_token_num,
+    interval,
+    accept_row_stride,
+    accept_col_stride,
+    lens_stride,
+    seq_stride,
+    TRACKING: tl.constexpr,
+):
+    """G1 for one lane: batch row ``row``'s commit step, or where ``commit`` is false its tracking step."""
+    accepted = tl.load(accept_lens + row * lens_stride).to(tl.int64)
+    column = accepted - 1
+    wanted = commit
+    if TRACKING:
+        before = tl.load(seq_lens + row * seq_stride, mask=~commit, other=0).to(tl.int64)
+        tracked_column, crosses = _tracked_column(before, accepted, interval)
+        column = tl.where(commit, column, tracked_column)
+        wanted = commit | crosses
+    return _step_at(
+        accept_index, row, column, wanted, width, draft_token_num, accept_row_stride, accept_col_stride
+    )
+
+
+@kernel
 @triton.jit
 def _scatter_states_kernel(
     state_indices,
@@ -211,6 +259,17 @@ def _scatter_states_kernel(
     last_stride,
     track_index_stride,
     track_step_stride,
+    # G1's inputs (read with STEPS_FROM_ACCEPT only).
+    accept_index,
+    accept_lens,
+    seq_lens,
+    width,
+    draft_token_num,
+    interval,
+    accept_row_stride,
+    accept_col_stride,
+    lens_stride,
+    seq_stride,
     # Part 0 (the SSM state in the first launch).
     dst0,
     src0,
@@ -261,6 +320,7 @@ def _scatter_states_kernel(
     src_entry_col_stride3,
     NUM_PARTS: tl.constexpr,
     TRACKING: tl.constexpr,
+    STEPS_FROM_ACCEPT: tl.constexpr,
     ROWS0: tl.constexpr,
     COLS0: tl.constexpr,
     ROWS1: tl.constexpr,
@@ -275,12 +335,36 @@ def _scatter_states_kernel(
         commit = lane < bs
         row = tl.cast(tl.where(commit, lane, lane - bs), tl.int64)
         line = tl.load(state_indices + row * state_stride).to(tl.int64)
-        step = tl.load(last_steps + row * last_stride).to(tl.int64)
         if TRACKING:
             tracked_line = tl.load(track_indices + row * track_index_stride).to(tl.int64)
-            tracked_step = tl.load(track_steps + row * track_step_stride).to(tl.int64)
             line = tl.where(commit, line, tracked_line)
-            step = tl.where(commit, step, tracked_step)
+        if STEPS_FROM_ACCEPT:
+            # G3: every program of the lane computes its step (no dependent launch); the lane's
+            # program of tile 0 and layer 0 also stores it (G3 returns the steps).
+            step = _computed_lane_step(
+                accept_index,
+                accept_lens,
+                seq_lens,
+                row,
+                commit,
+                width,
+                draft_token_num,
+                interval,
+                accept_row_stride,
+                accept_col_stride,
+                lens_stride,
+                seq_stride,
+                TRACKING,
+            )
+            if (tl.program_id(0) == 0) & (tl.program_id(2) == 0):
+                tl.store(last_steps + row * last_stride, step, mask=commit)
+                if TRACKING:
+                    tl.store(track_steps + row * track_step_stride, step, mask=~commit)
+        else:
+            step = tl.load(last_steps + row * last_stride).to(tl.int64)
+            if TRACKING:
+                tracked_step = tl.load(track_steps + row * track_step_stride).to(tl.int64)
+                step = tl.where(commit, step, tracked_step)
         # Padding rows (step outside [0, D) or line outside [0, C)) are skipped.
         if (step >= 0) & (step < num_steps) & (line >= 0) & (line < num_lines):
             for layer_id in range(tl.program_id(2), num_layers, tl.num_programs(2)):
@@ -397,49 +481,76 @@ def _entry_as_2d(steps: torch.Tensor) -> tuple[int, int, int, int] | None:
 def _tile_shape(config: LaunchConfig, rows: int, cols: int, element_size: int) -> tuple[int, int]:
     """(ROWS, COLS) of a part's tiles: copy_block_bytes per tile, whole rows where they fit."""
     elements = max(config.copy_block_bytes // element_size, 1)
-    col_block = min(triton.next_power_of_2(cols), elements)
-    row_block = min(max(elements // col_block, 1), triton.next_power_of_2(rows))
+    col_block = min(next_power_of_2(cols), elements)
+    row_block = min(max(elements // col_block, 1), next_power_of_2(rows))
     return row_block, col_block
 
 
-def _scatter_mamba_states(
-    config: LaunchConfig,
+#: A state tensor the kernel copies: (states, per-step states, its entries as a 2-D block).
+_Part = tuple[torch.Tensor, torch.Tensor, tuple[int, int, int, int]]
+
+
+def _copy_parts(
     ssm_states: torch.Tensor,
     intermediate_ssm: torch.Tensor,
     conv_states: list[torch.Tensor],
     intermediate_conv_windows: list[torch.Tensor],
+) -> tuple[list[_Part], list[tuple[torch.Tensor, torch.Tensor]]]:
+    """The state pairs the kernel copies, and those whose source entries are not a 2-D block (the
+    portable reference copies those); pairs with empty entries are in neither."""
+    parts: list[_Part] = []
+    others = []
+    for states, steps in zip(
+        (ssm_states, *conv_states), (intermediate_ssm, *intermediate_conv_windows), strict=True
+    ):
+        if math.prod(states.shape[2:]) == 0:
+            continue
+        entry = _entry_as_2d(steps)
+        if entry is None:
+            others.append((states, steps))
+        else:
+            parts.append((states, steps, entry))
+    return parts, others
+
+
+def _copy_portably(
+    pairs: list[tuple[torch.Tensor, torch.Tensor]],
     state_indices: torch.Tensor,
     last_correct_step_indices: torch.Tensor,
     mamba_track_indices: torch.Tensor | None,
     mamba_steps_to_track: torch.Tensor | None,
 ) -> None:
-    num_layers, num_lines = ssm_states.shape[:2]
-    num_steps = intermediate_ssm.shape[2]
+    """The portable reference's copy of state pairs the kernel does not take."""
+    for states, steps in pairs:
+        _scatter_mamba_states_portable.portable(
+            states,
+            steps,
+            [],
+            [],
+            state_indices,
+            last_correct_step_indices,
+            mamba_track_indices,
+            mamba_steps_to_track,
+        )
+
+
+def _launch_scatter(
+    config: LaunchConfig,
+    parts: list[_Part],
+    state_indices: torch.Tensor,
+    last_correct_step_indices: torch.Tensor,
+    mamba_track_indices: torch.Tensor | None,
+    mamba_steps_to_track: torch.Tensor | None,
+    accept: tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, int, int] | None = None,
+) -> None:
+    """The kernel over ``parts``, :data:`_MAX_PARTS` per launch. With ``accept`` (accept_index,
+    accept_lens, seq_lens, draft_token_num, interval) the first launch computes the steps (G1) and
+    stores them into the step tensors; later launches read them."""
     bs = state_indices.shape[0]
-    if bs == 0 or num_lines == 0 or num_layers == 0 or num_steps == 0:
-        return
+    num_layers, num_lines = parts[0][0].shape[:2]
+    num_steps = parts[0][1].shape[2]
     tracking = mamba_track_indices is not None and mamba_steps_to_track is not None
-    parts = []
-    for states, steps in zip(
-        (ssm_states, *conv_states), (intermediate_ssm, *intermediate_conv_windows), strict=True
-    ):
-        if states[0, 0].numel() == 0:
-            continue
-        entry = _entry_as_2d(steps)
-        if entry is None:
-            # Not a 2-D block: the portable reference copies this pair alone.
-            _scatter_mamba_states_portable.portable(
-                states,
-                steps,
-                [],
-                [],
-                state_indices,
-                last_correct_step_indices,
-                mamba_track_indices,
-                mamba_steps_to_track,
-            )
-            continue
-        parts.append((states, steps, entry))
+    # Absent tensors are never read (TRACKING / STEPS_FROM_ACCEPT are constexprs): any tensor stands in.
     track_indices = mamba_track_indices if mamba_track_indices is not None and tracking else state_indices
     track_steps = (
         mamba_steps_to_track if mamba_steps_to_track is not None and tracking else last_correct_step_indices
@@ -456,7 +567,7 @@ def _scatter_mamba_states(
             row_block, col_block = _tile_shape(config, rows, cols, states.element_size())
             tile_shapes |= {f"ROWS{k}": row_block, f"COLS{k}": col_block}
             if k < len(launch_parts):
-                total_tiles += triton.cdiv(rows, row_block) * triton.cdiv(cols, col_block)
+                total_tiles += cdiv(rows, row_block) * cdiv(cols, col_block)
             part_args += [
                 states,
                 steps,
@@ -470,6 +581,24 @@ def _scatter_mamba_states(
                 row_stride,
                 col_stride,
             ]
+        steps_from_accept = accept is not None and first == 0
+        if accept is not None and first == 0:
+            accept_index, accept_lens, seq_lens, draft_token_num, interval = accept
+            lengths = seq_lens if seq_lens is not None and tracking else accept_lens
+            accept_args = [
+                accept_index,
+                accept_lens,
+                lengths,
+                accept_index.shape[1],
+                draft_token_num,
+                interval if tracking else 1,
+                accept_index.stride(0),
+                accept_index.stride(1),
+                accept_lens.stride(0),
+                lengths.stride(0),
+            ]
+        else:
+            accept_args = [state_indices, state_indices, state_indices, 0, 1, 1, 0, 0, 0, 0]
         grid = (
             min(total_tiles, config.max_grid),
             min(num_lanes, config.max_grid),
@@ -490,17 +619,107 @@ def _scatter_mamba_states(
             last_correct_step_indices.stride(0),
             track_indices.stride(0),
             track_steps.stride(0),
+            *accept_args,
             *part_args,
             NUM_PARTS=len(launch_parts),
             TRACKING=tracking,
+            STEPS_FROM_ACCEPT=steps_from_accept,
             **tile_shapes,
             num_warps=config.copy_num_warps,
         )
 
 
+def _scatter_mamba_states(
+    config: LaunchConfig,
+    ssm_states: torch.Tensor,
+    intermediate_ssm: torch.Tensor,
+    conv_states: list[torch.Tensor],
+    intermediate_conv_windows: list[torch.Tensor],
+    state_indices: torch.Tensor,
+    last_correct_step_indices: torch.Tensor,
+    mamba_track_indices: torch.Tensor | None,
+    mamba_steps_to_track: torch.Tensor | None,
+) -> None:
+    num_layers, num_lines = ssm_states.shape[:2]
+    if state_indices.shape[0] == 0 or num_lines == 0 or num_layers == 0 or intermediate_ssm.shape[2] == 0:
+        return
+    parts, others = _copy_parts(ssm_states, intermediate_ssm, conv_states, intermediate_conv_windows)
+    _copy_portably(
+        others, state_indices, last_correct_step_indices, mamba_track_indices, mamba_steps_to_track
+    )
+    if parts:
+        _launch_scatter(
+            config, parts, state_indices, last_correct_step_indices, mamba_track_indices, mamba_steps_to_track
+        )
+
+
+def _commit_mamba_states(
+    config: LaunchConfig,
+    ssm_states: torch.Tensor,
+    intermediate_ssm: torch.Tensor,
+    conv_states: list[torch.Tensor],
+    intermediate_conv_windows: list[torch.Tensor],
+    state_indices: torch.Tensor,
+    mamba_track_indices: torch.Tensor | None,
+    accept_index: torch.Tensor,
+    accept_lens: torch.Tensor,
+    draft_token_num: int,
+    seq_lens: torch.Tensor | None,
+    mamba_track_interval: int,
+    last_correct_step_indices: torch.Tensor,
+    mamba_steps_to_track: torch.Tensor | None,
+) -> None:
+    if accept_index.shape[0] == 0:
+        return
+    parts, others = _copy_parts(ssm_states, intermediate_ssm, conv_states, intermediate_conv_windows)
+    if (
+        not parts
+        or ssm_states.shape[0] == 0
+        or (mamba_steps_to_track is None) != (mamba_track_indices is None)
+    ):
+        # No launch of the kernel to compute the steps in (nothing it copies), or steps to track
+        # without tracking lines: G1's launch, then G2's.
+        _verify_commit_step_indices(
+            config,
+            accept_index,
+            accept_lens,
+            draft_token_num,
+            seq_lens,
+            mamba_track_interval,
+            last_correct_step_indices,
+            mamba_steps_to_track,
+        )
+        _scatter_mamba_states(
+            config,
+            ssm_states,
+            intermediate_ssm,
+            conv_states,
+            intermediate_conv_windows,
+            state_indices,
+            last_correct_step_indices,
+            mamba_track_indices,
+            mamba_steps_to_track,
+        )
+        return
+    _launch_scatter(
+        config,
+        parts,
+        state_indices,
+        last_correct_step_indices,
+        mamba_track_indices,
+        mamba_steps_to_track,
+        (accept_index, accept_lens, seq_lens, draft_token_num, mamba_track_interval),
+    )
+    # After the launch: it stored the steps these copies read.
+    _copy_portably(
+        others, state_indices, last_correct_step_indices, mamba_track_indices, mamba_steps_to_track
+    )
+
+
 _PROVIDERS: dict[str, Callable[..., None]] = {
     "verify_commit_step_indices": _verify_commit_step_indices,
     "scatter_mamba_states_after_mtp_verify": _scatter_mamba_states,
+    "commit_mamba_states_after_verify": _commit_mamba_states,
 }
 
 
