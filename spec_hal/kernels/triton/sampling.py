@@ -2,19 +2,28 @@
 portable (torch runs them in one or two launches).
 
 All three take the D6 argmax of logits rows: compared in fp32, NaN as -1e30, ties to the lowest id.
-A row is split in 8192-wide vocabulary blocks (the spec's split); when V > 8192 a first launch
-writes one ``(max, first index)`` partial per (row, block) into a scratch ``[rows, blocks]`` and the
-op's kernel reduces a row's partials; when V <= 8192 the op's kernel reads the row itself and the
-op is one launch. The op's kernel (one program per output row or request) does the bookkeeping:
+The argmax is split over the vocabulary so that even one row keeps many SMs busy: a first launch,
+one program per (vocabulary slice, row), reduces its slice with one vector load and one reduction
+to a ``(max, first index)`` partial in a scratch ``[rows, slices]``. A slice is as small as gives
+``_TARGET_PROGRAMS`` programs, within half to twice the vendor's copy tile (4-16 KiB on Hopper).
+The op's kernel (one program per output row or request, one warp) reduces a row's partials and
+does the bookkeeping. When a row fits one slice the op's kernel reads it itself: one launch.
+
+Two launches, not one with the last-arriving program of a row finishing it: that needs a per-row
+arrival counter that is zero when the kernel starts. The op signatures carry no scratch, a scratch
+kept between calls breaks under concurrent streams and graph capture, and zeroing a fresh one is a
+launch too; the second launch costs about as much and needs no atomics.
 
 * ``draft_topk1_postprocess``: topk_p = 1, topk_index, positions += 1, draft_tokens[:, column];
 * ``target_verify_topk1_postprocess``: the chain walk of the greedy verify (or the simulated
   override) and every output. A real verify writes ``predicts`` at the flat ids on each path, which
   may lie in another request's rows, and 0 everywhere else: the zero fill happens in the first launch
   (always made for a real verify, with the argmax partials of every node row), so no program's fill
-  can land after another program's path write;
+  can land after another program's path write. A request loads its nodes' links, drafts and target
+  tokens as vectors up front (two levels of loads); the walk itself then runs in registers;
 * ``draft_extend_topk1_postprocess``: the argmax of ``logits[row_indices[b]]`` and the gathers of the
-  same row of ``hidden_states`` / ``dsa_topk_indices``; out-of-range row indices write nothing.
+  same row of ``hidden_states`` / ``dsa_topk_indices`` (split over the first launch's programs when
+  there is one); out-of-range row indices write nothing.
 """
 
 from __future__ import annotations
@@ -29,11 +38,10 @@ import triton.language as tl
 from ...ops.sampling import SIMULATED_TOKEN
 from ...registry import TRITON, register_impl
 from .config import LaunchConfig
+from .launch import cdiv, kernel, next_power_of_2
 
-#: The vocabulary split of the D6 argmax (spec ops.md D6).
-ARGMAX_SPLIT = 8192
-#: Lanes one program compares at a time inside a split block (registers, not semantics).
-_ARGMAX_CHUNK = 2048
+#: Programs the first launch aims at: several per SM of a ~100-SM device.
+_TARGET_PROGRAMS = 1024
 #: A NaN logit ranks as this value (D6); a constexpr: kernels read it.
 _NAN_LOGIT = tl.constexpr(-1e30)
 
@@ -43,59 +51,90 @@ _NAN_LOGIT = tl.constexpr(-1e30)
 
 
 @triton.jit
-def _argmax_of_range(row_ptr, stride_v, start, stop, CHUNK: tl.constexpr):
-    """(max, lowest index of the max) of ``row[start:stop]`` (non-empty) in fp32, NaN as -1e30."""
-    best = tl.full((), float("-inf"), tl.float32)
-    best_index = tl.zeros((), tl.int64) + start  # an all -inf range answers its first index
-    for chunk in range(start, stop, CHUNK):
-        lanes = chunk + tl.arange(0, CHUNK).to(tl.int64)
-        inside = lanes < stop
-        values = tl.load(row_ptr + lanes * stride_v, mask=inside, other=float("-inf")).to(tl.float32)
-        values = tl.where(values != values, _NAN_LOGIT, values)
-        chunk_max = tl.max(values, 0)
-        chunk_index = tl.min(tl.where(inside & (values == chunk_max), lanes, stop), 0)
-        better = chunk_max > best  # strictly: an equal later chunk keeps the lower index
-        best_index = tl.where(better, chunk_index, best_index)
-        best = tl.where(better, chunk_max, best)
-    return best, best_index
+def _slice_argmax(row_ptr, stride_v, start, vocab, SLICE: tl.constexpr):
+    """(max, lowest index of the max) of ``row[start : start + SLICE]`` clipped to ``vocab``
+    (non-empty) in fp32, NaN as -1e30: one vector load and one reduction."""
+    lanes = tl.arange(0, SLICE).to(tl.int64) + start
+    # Masked by `vocab` itself (a multiple of 16 in practice, which Triton specialises on): the mask
+    # is constant over aligned groups of lanes, so the load is made of 16-byte vector loads.
+    values = tl.load(row_ptr + lanes * stride_v, mask=lanes < vocab, other=float("-inf")).to(tl.float32)
+    values = tl.where(values != values, _NAN_LOGIT, values)
+    # Masked lanes (-inf) follow every real lane: an all -inf slice answers its first index.
+    best, offset = tl.max(values, 0, return_indices=True, return_indices_tie_break_left=True)
+    return best, offset.to(tl.int64) + start
+
+
+@triton.jit
+def _max_then_lowest_index(value1, index1, value2, index2):
+    first = (value1 > value2) | ((value1 == value2) & (index1 < index2))
+    return tl.where(first, value1, value2), tl.where(first, index1, index2)
+
+
+@triton.jit
+def _combine_partials(partial_max_ptr, partial_index_ptr, slots, inside, vocab, AXIS: tl.constexpr):
+    """The D6 argmax (int64) over the partials at ``slots`` along ``AXIS``: the largest max, and
+    among equal maxima the lowest index (slices cover ascending ranges, each partial holds its
+    slice's first maximum). One (max, index) reduction: no select between reduced and loaded
+    tensors. Masked slots never win; all masked answers ``vocab``."""
+    maxima = tl.load(partial_max_ptr + slots, mask=inside, other=float("-inf"))
+    indices = tl.load(partial_index_ptr + slots, mask=inside, other=vocab)
+    _, index = tl.reduce((maxima, indices), AXIS, _max_then_lowest_index)
+    return index.to(tl.int64)
 
 
 @triton.jit
 def _row_argmax(
-    logits_ptr, row, stride_row, stride_v, vocab, partial_max_ptr, partial_index_ptr, partial_row, num_blocks,
-    FROM_PARTIALS: tl.constexpr, CHUNK: tl.constexpr, BLOCKS: tl.constexpr,
+    logits_ptr, row, stride_row, stride_v, vocab, partial_max_ptr, partial_index_ptr, partial_row, num_slices,
+    FROM_PARTIALS: tl.constexpr, SLICE: tl.constexpr, BLOCKS: tl.constexpr,
 ):  # fmt: skip
-    """The D6 argmax (int64) of logits row ``row``, or of the partials of ``partial_row``."""
+    """The D6 argmax (int64) of logits row ``row`` (``vocab <= SLICE``), or of the partials of
+    ``partial_row``."""
     if FROM_PARTIALS:
         block = tl.arange(0, BLOCKS)
-        inside = block < num_blocks
-        at = partial_row * num_blocks + block
-        maxima = tl.load(partial_max_ptr + at, mask=inside, other=float("-inf"))
-        indices = tl.load(partial_index_ptr + at, mask=inside, other=0).to(tl.int64)
-        best = tl.max(maxima, 0)
-        # Blocks cover ascending index ranges: the lowest index among the tied blocks wins.
-        index = tl.min(tl.where(inside & (maxima == best), indices, vocab), 0)
+        index = _combine_partials(
+            partial_max_ptr, partial_index_ptr, partial_row * num_slices + block, block < num_slices, vocab, 0
+        )
     else:
-        _, index = _argmax_of_range(logits_ptr + row * stride_row, stride_v, 0, vocab, CHUNK)
+        _, index = _slice_argmax(logits_ptr + row * stride_row, stride_v, 0, vocab, SLICE)
     return index
 
 
 @triton.jit
+def _copy_row_part(
+    src_ptr, src_stride, dst_ptr, dst_stride, width, valid, part, num_parts, BLOCK: tl.constexpr
+):  # fmt: skip
+    """Copies blocks ``part, part + num_parts, ...`` of a row of ``width`` elements when ``valid``."""
+    for start in range(part * BLOCK, width, num_parts * BLOCK):
+        lanes = start + tl.arange(0, BLOCK).to(tl.int64)
+        inside = valid & (lanes < width)
+        tl.store(
+            dst_ptr + lanes * dst_stride, tl.load(src_ptr + lanes * src_stride, mask=inside), mask=inside
+        )
+
+
+@kernel
+@triton.jit
 def _argmax_partials_kernel(
     logits_ptr, stride_row, stride_v, num_logit_rows, vocab,
     row_indices_ptr, row_indices_stride, row_step, row_offset,
-    partial_max_ptr, partial_index_ptr, num_partial_rows, num_blocks,
+    partial_max_ptr, partial_index_ptr, num_partial_rows,
     zero_int32_ptr, zero_int32_stride, zero_int64_ptr, zero_int64_stride, num_zero,
-    HAS_ROW_INDICES: tl.constexpr, ZERO_FILL: tl.constexpr, SPLIT: tl.constexpr, CHUNK: tl.constexpr,
+    hidden_ptr, hidden_stride_n, hidden_stride_h, out_hidden_ptr, out_hidden_stride_b, out_hidden_stride_h,
+    hidden_size,
+    dsa_ptr, dsa_stride_n, dsa_stride_t, out_dsa_ptr, out_dsa_stride_b, out_dsa_stride_t, dsa_width,
+    HAS_ROW_INDICES: tl.constexpr, ZERO_FILL: tl.constexpr, HAS_HIDDEN: tl.constexpr, HAS_DSA: tl.constexpr,
+    SLICE: tl.constexpr, HIDDEN_BLOCK: tl.constexpr, DSA_BLOCK: tl.constexpr,
 ):  # fmt: skip
-    """Program (q, k): the (max, index) partials of block k of partial rows p = q, q + grid, ... (the
-    grid is capped at ``max_grid``); partial row p reads logits row ``row_indices[p]`` or
-    ``p * row_step + row_offset``, and an out-of-range row writes nothing. ``ZERO_FILL``: programs
-    (q, 0) also zero entry p of the two outputs the op's kernel scatters into."""
-    k = tl.program_id(1).to(tl.int64)
-    start = k * SPLIT
-    stop = tl.minimum(start + SPLIT, vocab)
-    for q in range(tl.program_id(0), num_partial_rows, tl.num_programs(0)):
+    """Program (k, q): the (max, index) partial of slice k of partial rows p = q, q + grid, ...
+    (the row grid is capped at ``max_grid``); partial row p reads logits row ``row_indices[p]`` or
+    ``p * row_step + row_offset``, and an out-of-range row writes nothing. Slices are the fast grid
+    axis: consecutive programs stream consecutive memory. ``ZERO_FILL``: programs (0, q) also zero
+    entry p of the two outputs the op's kernel scatters into. ``HAS_HIDDEN`` / ``HAS_DSA``: program
+    (k, q) also copies its share of row ``row_indices[p]`` of those buffers to output row p."""
+    k = tl.program_id(0).to(tl.int64)
+    num_slices = tl.num_programs(0).to(tl.int64)
+    start = k * SLICE
+    for q in range(tl.program_id(1), num_partial_rows, tl.num_programs(1)):
         p = tl.zeros((), tl.int64) + q
         if ZERO_FILL:
             fill = (k == 0) & (p < num_zero)
@@ -105,51 +144,117 @@ def _argmax_partials_kernel(
             row = tl.load(row_indices_ptr + p * row_indices_stride).to(tl.int64)
         else:
             row = p * row_step + row_offset
-        if (row >= 0) & (row < num_logit_rows):
-            best, index = _argmax_of_range(logits_ptr + row * stride_row, stride_v, start, stop, CHUNK)
-            tl.store(partial_max_ptr + p * num_blocks + k, best)
-            tl.store(partial_index_ptr + p * num_blocks + k, index.to(tl.int32))
+        valid = (row >= 0) & (row < num_logit_rows)
+        if valid:
+            best, index = _slice_argmax(logits_ptr + row * stride_row, stride_v, start, vocab, SLICE)
+            tl.store(partial_max_ptr + p * num_slices + k, best)
+            tl.store(partial_index_ptr + p * num_slices + k, index.to(tl.int32))
+        if HAS_HIDDEN:
+            _copy_row_part(
+                hidden_ptr + row * hidden_stride_n, hidden_stride_h,
+                out_hidden_ptr + p * out_hidden_stride_b, out_hidden_stride_h,
+                hidden_size, valid, k, num_slices, HIDDEN_BLOCK,
+            )  # fmt: skip
+        if HAS_DSA:
+            _copy_row_part(
+                dsa_ptr + row * dsa_stride_n, dsa_stride_t, out_dsa_ptr + p * out_dsa_stride_b, out_dsa_stride_t,
+                dsa_width, valid, k, num_slices, DSA_BLOCK,
+            )  # fmt: skip
+
+
+def _slice_elements(config: LaunchConfig, logits: torch.Tensor, num_rows: int) -> int:
+    """Logits per first-launch program: ``_TARGET_PROGRAMS`` programs over all rows, each slice
+    from half to twice the vendor's copy tile (whole 16-byte vectors, enough bytes in flight per
+    program), at most the vocabulary rounded up (a power of two)."""
+    vocab, element = logits.shape[1], logits.element_size()
+    wanted = next_power_of_2(max(cdiv(num_rows * vocab * element, _TARGET_PROGRAMS), 1))
+    slice_bytes = min(max(wanted, config.copy_block_bytes // 2), 2 * config.copy_block_bytes)
+    return min(max(slice_bytes // element, 1), next_power_of_2(max(vocab, 1)))
+
+
+def _copy_block(config: LaunchConfig, rows: torch.Tensor | None) -> int:
+    """Elements per step of a row gather: the vendor's bandwidth tile, at most the row."""
+    if rows is None:
+        return 1
+    lanes = next_power_of_2(max(config.copy_block_bytes // rows.element_size(), 1))
+    return min(lanes, next_power_of_2(max(rows.shape[1], 1)))
+
+
+#: An optional row gather ``target[b] = source[row_indices[b]]``: (source, target) or None.
+_Gather = tuple[torch.Tensor, torch.Tensor] | None
+
+
+def _gathered(source: torch.Tensor | None, target: torch.Tensor | None) -> _Gather:
+    return None if source is None or target is None else (source, target)
+
+
+def _gather_args(gather: _Gather) -> tuple:
+    """Kernel arguments of a row gather: the source and its strides, the target and its strides,
+    the row width (placeholders when absent: never read)."""
+    if gather is None:
+        return (None, 0, 0, None, 0, 0, 0)
+    source, target = gather
+    return (source, *source.stride(), target, *target.stride(), source.shape[1])
+
+
+def _gather_block(config: LaunchConfig, gather: _Gather) -> int:
+    return _copy_block(config, None if gather is None else gather[0])
 
 
 class _Argmax:
-    """How an op's kernel gets its argmax: the launch parameters, and the partials when V > 8192."""
+    """How an op's kernel gets its argmax: the launch parameters, and the partials of the first
+    launch when a row spans several slices (or ``always_partials``)."""
 
     def __init__(
         self, config: LaunchConfig, logits: torch.Tensor, num_partial_rows: int, *, always_partials=False
     ):
+        self.config = config
         self.logits = logits
         self.vocab = logits.shape[1]
-        self.num_blocks = triton.cdiv(self.vocab, ARGMAX_SPLIT)
-        self.from_partials = always_partials or self.num_blocks > 1
-        self.config = config
         self.num_partial_rows = num_partial_rows
+        self.slice = _slice_elements(config, logits, num_partial_rows)
+        self.num_slices = cdiv(self.vocab, self.slice)
+        self.from_partials = always_partials or self.num_slices > 1
         self.partial_max = self.partial_index = None
         if self.from_partials:
-            shape = (num_partial_rows, self.num_blocks)
+            shape = (num_partial_rows, self.num_slices)
             self.partial_max = torch.empty(shape, dtype=torch.float32, device=logits.device)
             self.partial_index = torch.empty(shape, dtype=torch.int32, device=logits.device)
 
+    @property
+    def blocks(self) -> int:
+        """Lanes over a row's partials (a power of two)."""
+        return next_power_of_2(max(self.num_slices, 1))
+
     def launch_partials(
-        self, *, row_indices=None, row_step=1, row_offset=0, zero_int32=None, zero_int64=None
+        self,
+        *,
+        row_indices: torch.Tensor | None = None,
+        row_step: int = 1,
+        row_offset: int = 0,
+        zero_fill: tuple[torch.Tensor, torch.Tensor] | None = None,
+        hidden: _Gather = None,
+        dsa: _Gather = None,
     ) -> None:
-        """First launch (only when the argmax reads partials); ``zero_*``: 1-D outputs to zero-fill."""
-        if not self.from_partials:
+        """First launch (only when the argmax reads partials); ``zero_fill``: 1-D int32 and int64
+        outputs to zero; ``hidden`` / ``dsa``: row gathers by ``row_indices``."""
+        if not self.from_partials or self.num_partial_rows == 0:
             return
-        zero_fill = zero_int32 is not None
-        grid = (min(self.num_partial_rows, self.config.max_grid), self.num_blocks)
+        zero_args: tuple = (None, 0, None, 0, 0)
+        if zero_fill is not None:
+            int32_out, int64_out = zero_fill
+            zero_args = (int32_out, int32_out.stride(0), int64_out, int64_out.stride(0), int32_out.numel())
+        grid = (self.num_slices, min(self.num_partial_rows, self.config.max_grid))
         _argmax_partials_kernel[grid](
             self.logits, *self.logits.stride(), self.logits.shape[0], self.vocab,
             row_indices, 0 if row_indices is None else row_indices.stride(0), row_step, row_offset,
-            self.partial_max, self.partial_index, self.num_partial_rows, self.num_blocks,
-            zero_int32, zero_int32.stride(0) if zero_fill else 0,
-            zero_int64, zero_int64.stride(0) if zero_fill else 0, zero_int32.numel() if zero_fill else 0,
-            HAS_ROW_INDICES=row_indices is not None, ZERO_FILL=zero_fill,
-            SPLIT=ARGMAX_SPLIT, CHUNK=self.chunk, num_warps=self.config.copy_num_warps,
+            self.partial_max, self.partial_index, self.num_partial_rows,
+            *zero_args, *_gather_args(hidden), *_gather_args(dsa),
+            HAS_ROW_INDICES=row_indices is not None, ZERO_FILL=zero_fill is not None,
+            HAS_HIDDEN=hidden is not None, HAS_DSA=dsa is not None, SLICE=self.slice,
+            HIDDEN_BLOCK=_gather_block(self.config, hidden), DSA_BLOCK=_gather_block(self.config, dsa),
+            num_warps=self.config.copy_num_warps,
         )  # fmt: skip
-
-    @property
-    def chunk(self) -> int:
-        return min(_ARGMAX_CHUNK, triton.next_power_of_2(max(min(self.vocab, ARGMAX_SPLIT), 1)))
 
     def kernel_args(self) -> tuple:
         """The ``_row_argmax`` arguments an op's kernel takes (logits first)."""
@@ -159,33 +264,39 @@ class _Argmax:
             self.vocab,
             self.partial_max,
             self.partial_index,
-            self.num_blocks,
+            self.num_slices,
         )
 
     def constexprs(self) -> dict[str, object]:
-        return {
-            "FROM_PARTIALS": self.from_partials,
-            "CHUNK": self.chunk,
-            "BLOCKS": triton.next_power_of_2(max(self.num_blocks, 1)),
-        }
+        return {"FROM_PARTIALS": self.from_partials, "SLICE": self.slice, "BLOCKS": self.blocks}
+
+    def op_num_warps(self, lanes_per_row: int = 1) -> int:
+        """Warps of the op's kernel: the vendor's latency-bound count when it reads a logits row
+        itself; else enough for ``lanes_per_row`` partials lanes at ~32 per thread, from one warp
+        (a row's partials are a few hundred bytes: one warp reduces them without shared memory)."""
+        if not self.from_partials:
+            return self.config.num_warps
+        warps = lanes_per_row * self.blocks // (32 * self.config.warp_size)
+        return min(max(warps, 1), self.config.num_warps)
 
 
 # --------------------------------------------------------------------------------------------------
 # draft_topk1_postprocess
 
 
+@kernel
 @triton.jit
 def _draft_topk1_kernel(
-    logits_ptr, stride_row, stride_v, vocab, partial_max_ptr, partial_index_ptr, num_blocks,
+    logits_ptr, stride_row, stride_v, vocab, partial_max_ptr, partial_index_ptr, num_slices,
     positions_ptr, positions_stride,
     draft_tokens_ptr, draft_stride_b, draft_stride_c, draft_column,
     topk_p_ptr, topk_p_stride, topk_index_ptr, topk_index_stride,
-    HAS_DRAFT_TOKENS: tl.constexpr, FROM_PARTIALS: tl.constexpr, CHUNK: tl.constexpr, BLOCKS: tl.constexpr,
+    HAS_DRAFT_TOKENS: tl.constexpr, FROM_PARTIALS: tl.constexpr, SLICE: tl.constexpr, BLOCKS: tl.constexpr,
 ):  # fmt: skip
     row = tl.program_id(0).to(tl.int64)
     token = _row_argmax(
-        logits_ptr, row, stride_row, stride_v, vocab, partial_max_ptr, partial_index_ptr, row, num_blocks,
-        FROM_PARTIALS, CHUNK, BLOCKS,
+        logits_ptr, row, stride_row, stride_v, vocab, partial_max_ptr, partial_index_ptr, row, num_slices,
+        FROM_PARTIALS, SLICE, BLOCKS,
     )  # fmt: skip
     tl.store(topk_index_ptr + row * topk_index_stride, token)
     tl.store(topk_p_ptr + row * topk_p_stride, tl.full((), 1.0, tl.float32))
@@ -205,6 +316,8 @@ def _draft_topk1_postprocess(
     out_topk_index: torch.Tensor,
 ) -> None:
     batch = logits.shape[0]
+    if batch == 0:
+        return
     argmax = _Argmax(config, logits, batch)
     argmax.launch_partials()
     draft_strides = (0, 0) if draft_tokens is None else draft_tokens.stride()
@@ -213,7 +326,7 @@ def _draft_topk1_postprocess(
         positions, positions.stride(0),
         draft_tokens, *draft_strides, draft_token_column,
         out_topk_p, out_topk_p.stride(0), out_topk_index, out_topk_index.stride(0),
-        HAS_DRAFT_TOKENS=draft_tokens is not None, **argmax.constexprs(), num_warps=config.num_warps,
+        HAS_DRAFT_TOKENS=draft_tokens is not None, **argmax.constexprs(), num_warps=argmax.op_num_warps(),
     )  # fmt: skip
 
 
@@ -222,8 +335,16 @@ def _draft_topk1_postprocess(
 
 
 @triton.jit
+def _pick(values, node, at):
+    """``values[at]`` of a per-node vector. An arithmetic one-hot, not a select: ``values`` may
+    come out of a reduction in another layout than ``node`` (Triton 3.6 miscompiles such selects)."""
+    return tl.sum(values * (node == at).to(values.dtype), 0)
+
+
+@kernel
+@triton.jit
 def _target_verify_topk1_kernel(
-    logits_ptr, stride_row, stride_v, vocab, partial_max_ptr, partial_index_ptr, num_blocks,
+    logits_ptr, stride_row, stride_v, vocab, partial_max_ptr, partial_index_ptr, num_slices,
     candidates_ptr, candidates_stride_b, candidates_stride_n,
     retrieve_index_ptr, index_stride_b, index_stride_n,
     next_token_ptr, token_stride_b, token_stride_n,
@@ -234,15 +355,15 @@ def _target_verify_topk1_kernel(
     draft_tokens_ptr, draft_tokens_stride,
     num_nodes, num_simulated,
     SIMULATED: tl.constexpr, REAL_DRAFT_TOKENS: tl.constexpr, SIMULATED_TOKEN: tl.constexpr,
-    BLOCK_D: tl.constexpr, FROM_PARTIALS: tl.constexpr, CHUNK: tl.constexpr, BLOCKS: tl.constexpr,
+    BLOCK_D: tl.constexpr, FROM_PARTIALS: tl.constexpr, SLICE: tl.constexpr, BLOCKS: tl.constexpr,
 ):  # fmt: skip
     b = tl.program_id(0).to(tl.int64)
     num_flat = tl.num_programs(0).to(tl.int64) * num_nodes
     row_base = b * num_nodes
+    node = tl.arange(0, BLOCK_D).to(tl.int64)
+    in_row = node < num_nodes
     if SIMULATED:
         # Every request accepts n - 1 drafts; its rows are fully written here (no scatter).
-        node = tl.arange(0, BLOCK_D).to(tl.int64)
-        in_row = node < num_nodes
         accepted = node < num_simulated
         tl.store(
             accept_index_ptr + b * accept_stride_b + node * accept_stride_k,
@@ -254,7 +375,7 @@ def _target_verify_topk1_kernel(
             # Only row b*D + n-1 feeds the bonus; the partials (if any) are one row per request.
             bonus = _row_argmax(
                 logits_ptr, row_base + num_accepted, stride_row, stride_v, vocab,
-                partial_max_ptr, partial_index_ptr, b, num_blocks, FROM_PARTIALS, CHUNK, BLOCKS,
+                partial_max_ptr, partial_index_ptr, b, num_slices, FROM_PARTIALS, SLICE, BLOCKS,
             )  # fmt: skip
             is_draft = node < num_accepted
             drafts = tl.load(
@@ -271,49 +392,58 @@ def _target_verify_topk1_kernel(
         tl.store(predicts_ptr + flat * predicts_stride, predicted, mask=in_row)
         tl.store(draft_tokens_ptr + flat * draft_tokens_stride, predicted.to(tl.int64), mask=in_row)
     else:
-        # verify_tree_greedy's walk without siblings; the target's token at flat id g is the argmax
-        # of logits row g (its partials). predicts / draft_tokens were zeroed by the first launch.
+        # verify_tree_greedy's walk without siblings. The walk only ever stands on nodes of this
+        # request (root, then children), so every value it needs is a per-node vector: level one
+        # loads the nodes' flat ids and links, level two each node's target token (the argmax of
+        # logits row flat[j], from its partials: FROM_PARTIALS always holds here) and its child's
+        # draft and flat id. The walk then runs in registers. predicts / draft_tokens were zeroed
+        # by the first launch.
         candidates_row = candidates_ptr + b * candidates_stride_b
         index_row = retrieve_index_ptr + b * index_stride_b
-        last = tl.load(index_row).to(tl.int64)
-        tl.store(accept_index_ptr + b * accept_stride_b, last.to(tl.int32))
+        flat = tl.load(index_row + node * index_stride_n, mask=in_row, other=-1).to(tl.int64)
+        child = tl.load(
+            next_token_ptr + b * token_stride_b + node * token_stride_n, mask=in_row, other=-1
+        ).to(tl.int64)
+        flat_ok = (flat >= 0) & (flat < num_flat)  # an out-of-range id stops the walk there
+        child_ok = (child >= 0) & (child < num_nodes)
+        child = tl.where(child_ok, child, 0)
+        block = tl.arange(0, BLOCKS)
+        target = _combine_partials(
+            partial_max_ptr, partial_index_ptr,
+            tl.where(flat_ok, flat, 0)[:, None] * num_slices + block[None, :],
+            flat_ok[:, None] & (block < num_slices)[None, :], vocab, 1,
+        )  # fmt: skip
+        child_draft = tl.load(candidates_row + child * candidates_stride_n, mask=child_ok, other=0).to(
+            tl.int64
+        )
+        child_flat = tl.load(index_row + child * index_stride_n, mask=child_ok, other=-1).to(tl.int64)
+        # The node the walk moves to from node j, -1 where it stops at j (arithmetic: `target` may
+        # have another layout, see _pick).
+        moves = (child_ok & flat_ok & (child_draft == target)).to(tl.int64)
+        next_node = moves * (child + 1) - 1
+        tl.store(accept_index_ptr + b * accept_stride_b, _pick(flat, node, 0).to(tl.int32))
         current = tl.zeros((), tl.int64)
         num_accepted = tl.zeros((), tl.int64)
         walking = num_accepted == 0
+        on_path = node == 0
         for step in range(1, num_nodes):
-            child = tl.load(next_token_ptr + b * token_stride_b + current * token_stride_n).to(tl.int64)
-            child_ok = (child >= 0) & (child < num_nodes)
-            child = tl.where(child_ok, child, 0)
-            last_ok = (last >= 0) & (last < num_flat)
-            read = tl.where(last_ok, last, 0)  # an out-of-range id stops the walk; read a valid row
-            target = _row_argmax(
-                logits_ptr, read, stride_row, stride_v, vocab,
-                partial_max_ptr, partial_index_ptr, read, num_blocks, FROM_PARTIALS, CHUNK, BLOCKS,
-            )  # fmt: skip
-            draft = tl.load(candidates_row + child * candidates_stride_n).to(tl.int64)
-            accepted = walking & child_ok & last_ok & (draft == target)
-            tl.store(predicts_ptr + last * predicts_stride, target.to(tl.int32), mask=accepted)
-            tl.store(
-                draft_tokens_ptr + last * draft_tokens_stride, target.to(tl.int32).to(tl.int64), mask=accepted
-            )
-            child_flat = tl.load(index_row + child * index_stride_n).to(tl.int64)
+            following = _pick(next_node, node, current)
+            accepted = walking & (following >= 0)
             tl.store(
                 accept_index_ptr + b * accept_stride_b + step * accept_stride_k,
-                tl.where(accepted, child_flat, -1).to(tl.int32),
+                tl.where(accepted, _pick(child_flat, node, current), -1).to(tl.int32),
             )
-            last = tl.where(accepted, child_flat, last)
-            current = tl.where(accepted, child, current)
+            current = tl.where(accepted, following, current)
+            on_path = on_path | (node == current)  # unchanged when the walk stopped
             num_accepted += accepted.to(tl.int64)
             walking = accepted
-        last_ok = (last >= 0) & (last < num_flat)
-        read = tl.where(last_ok, last, 0)
-        bonus = _row_argmax(
-            logits_ptr, read, stride_row, stride_v, vocab,
-            partial_max_ptr, partial_index_ptr, read, num_blocks, FROM_PARTIALS, CHUNK, BLOCKS,
-        )  # fmt: skip
-        bonus = tl.where(last_ok, bonus, 0)
-        tl.store(predicts_ptr + last * predicts_stride, bonus.to(tl.int32), mask=last_ok)
-        tl.store(draft_tokens_ptr + last * draft_tokens_stride, bonus.to(tl.int32).to(tl.int64), mask=last_ok)
+        # Each node on the path holds its target token: the accepted ones the token after them,
+        # the last one the bonus. Rows out of range are neither read nor written (bonus 0).
+        bonus = _pick(target * flat_ok.to(tl.int64), node, current)
+        written = on_path & flat_ok
+        at = tl.where(flat_ok, flat, 0)
+        tl.store(predicts_ptr + at * predicts_stride, target.to(tl.int32), mask=written)
+        tl.store(draft_tokens_ptr + at * draft_tokens_stride, target.to(tl.int32).to(tl.int64), mask=written)
 
     accept_len = num_accepted + 1
     tl.store(num_correct_ptr + b * num_correct_stride, num_accepted.to(tl.int32))
@@ -343,9 +473,11 @@ def _target_verify_topk1_postprocess(
     out_draft_tokens: torch.Tensor,
 ) -> None:
     batch, num_nodes = candidates.shape
+    if batch == 0:
+        return
     simulated = num_simulated_accept_tokens > 0
     if simulated:
-        # Partials (V > 8192) of the bonus rows only: row b*D + n-1 for request b.
+        # Partials (when a row spans several slices) of the bonus rows only: row b*D + n-1.
         argmax = _Argmax(config, logits, batch)
         if use_real_draft_tokens:
             argmax.launch_partials(row_step=num_nodes, row_offset=num_simulated_accept_tokens - 1)
@@ -353,7 +485,8 @@ def _target_verify_topk1_postprocess(
         # Always two launches: the first zero-fills the scattered outputs (and takes the partials of
         # every node row) before any request writes its path.
         argmax = _Argmax(config, logits, batch * num_nodes, always_partials=True)
-        argmax.launch_partials(zero_int32=out_predicts, zero_int64=out_draft_tokens)
+        argmax.launch_partials(zero_fill=(out_predicts, out_draft_tokens))
+    block_d = next_power_of_2(num_nodes)
     _target_verify_topk1_kernel[(batch,)](
         *argmax.kernel_args(),
         candidates, *candidates.stride(),
@@ -370,7 +503,8 @@ def _target_verify_topk1_postprocess(
         out_draft_tokens, out_draft_tokens.stride(0),
         num_nodes, num_simulated_accept_tokens,
         SIMULATED=simulated, REAL_DRAFT_TOKENS=use_real_draft_tokens, SIMULATED_TOKEN=SIMULATED_TOKEN,
-        BLOCK_D=triton.next_power_of_2(num_nodes), **argmax.constexprs(), num_warps=config.num_warps,
+        BLOCK_D=block_d, **argmax.constexprs(),
+        num_warps=argmax.op_num_warps(1 if simulated else block_d),
     )  # fmt: skip
 
 
@@ -378,66 +512,40 @@ def _target_verify_topk1_postprocess(
 # draft_extend_topk1_postprocess
 
 
-@triton.jit
-def _copy_row(src_ptr, dst_ptr, src_stride, dst_stride, length, valid, BLOCK: tl.constexpr):
-    for start in range(0, length, BLOCK):
-        lanes = start + tl.arange(0, BLOCK).to(tl.int64)
-        inside = valid & (lanes < length)
-        tl.store(
-            dst_ptr + lanes * dst_stride, tl.load(src_ptr + lanes * src_stride, mask=inside), mask=inside
-        )
-
-
+@kernel
 @triton.jit
 def _draft_extend_topk1_kernel(
-    logits_ptr, stride_row, stride_v, vocab, partial_max_ptr, partial_index_ptr, num_blocks,
+    logits_ptr, stride_row, stride_v, vocab, partial_max_ptr, partial_index_ptr, num_slices,
     row_indices_ptr, row_indices_stride, num_rows,
-    hidden_ptr, hidden_stride_n, hidden_stride_h, hidden_size,
-    dsa_ptr, dsa_stride_n, dsa_stride_t, dsa_width,
+    hidden_ptr, hidden_stride_n, hidden_stride_h, out_hidden_ptr, out_hidden_stride_b, out_hidden_stride_h,
+    hidden_size,
+    dsa_ptr, dsa_stride_n, dsa_stride_t, out_dsa_ptr, out_dsa_stride_b, out_dsa_stride_t, dsa_width,
     topk_p_ptr, topk_p_stride, topk_index_ptr, topk_index_stride,
-    out_hidden_ptr, out_hidden_stride_b, out_hidden_stride_h,
-    out_dsa_ptr, out_dsa_stride_b, out_dsa_stride_t,
     HAS_HIDDEN: tl.constexpr, HAS_DSA: tl.constexpr, HIDDEN_BLOCK: tl.constexpr, DSA_BLOCK: tl.constexpr,
-    FROM_PARTIALS: tl.constexpr, CHUNK: tl.constexpr, BLOCKS: tl.constexpr,
+    FROM_PARTIALS: tl.constexpr, SLICE: tl.constexpr, BLOCKS: tl.constexpr,
 ):  # fmt: skip
+    """``HAS_HIDDEN`` / ``HAS_DSA``: the gathers not already made by the first launch."""
     b = tl.program_id(0).to(tl.int64)
     row = tl.load(row_indices_ptr + b * row_indices_stride).to(tl.int64)
     # An out-of-range row index is a masked lane: request b's outputs keep what they held.
-    if (row >= 0) & (row < num_rows):
+    valid = (row >= 0) & (row < num_rows)
+    if valid:
         token = _row_argmax(
-            logits_ptr, row, stride_row, stride_v, vocab, partial_max_ptr, partial_index_ptr, b, num_blocks,
-            FROM_PARTIALS, CHUNK, BLOCKS,
+            logits_ptr, row, stride_row, stride_v, vocab, partial_max_ptr, partial_index_ptr, b, num_slices,
+            FROM_PARTIALS, SLICE, BLOCKS,
         )  # fmt: skip
         tl.store(topk_index_ptr + b * topk_index_stride, token)
         tl.store(topk_p_ptr + b * topk_p_stride, tl.full((), 1.0, tl.float32))
-    valid = (row >= 0) & (row < num_rows)
     if HAS_HIDDEN:
-        _copy_row(
-            hidden_ptr + row * hidden_stride_n, out_hidden_ptr + b * out_hidden_stride_b,
-            hidden_stride_h, out_hidden_stride_h, hidden_size, valid, HIDDEN_BLOCK,
+        _copy_row_part(
+            hidden_ptr + row * hidden_stride_n, hidden_stride_h, out_hidden_ptr + b * out_hidden_stride_b,
+            out_hidden_stride_h, hidden_size, valid, 0, 1, HIDDEN_BLOCK,
         )  # fmt: skip
     if HAS_DSA:
-        _copy_row(
-            dsa_ptr + row * dsa_stride_n, out_dsa_ptr + b * out_dsa_stride_b,
-            dsa_stride_t, out_dsa_stride_t, dsa_width, valid, DSA_BLOCK,
+        _copy_row_part(
+            dsa_ptr + row * dsa_stride_n, dsa_stride_t, out_dsa_ptr + b * out_dsa_stride_b, out_dsa_stride_t,
+            dsa_width, valid, 0, 1, DSA_BLOCK,
         )  # fmt: skip
-
-
-def _copy_block(config: LaunchConfig, rows: torch.Tensor | None) -> int:
-    """Elements per step of a row gather: the vendor's bandwidth tile, at most the row."""
-    if rows is None:
-        return 1
-    lanes = triton.next_power_of_2(max(config.copy_block_bytes // rows.element_size(), 1))
-    return min(lanes, triton.next_power_of_2(max(rows.shape[1], 1)))
-
-
-def _strides_2d(tensor: torch.Tensor | None) -> tuple[int, int]:
-    """Strides of an optional [rows, cols] tensor ((0, 0) when absent: the kernel never reads it)."""
-    return (tensor.stride(0), tensor.stride(1)) if tensor is not None else (0, 0)
-
-
-def _width(tensor: torch.Tensor | None) -> int:
-    return tensor.shape[1] if tensor is not None else 0
 
 
 def _draft_extend_topk1_postprocess(
@@ -452,26 +560,23 @@ def _draft_extend_topk1_postprocess(
     out_dsa_topk_indices: torch.Tensor | None,
 ) -> None:
     num_rows = logits.shape[0]
-    if num_rows == 0:
-        return  # every row index is out of range: nothing to write
     batch = row_indices.shape[0]
-    has_hidden = hidden_states is not None and out_hidden is not None
-    has_dsa = dsa_topk_indices is not None and out_dsa_topk_indices is not None
+    if num_rows == 0 or batch == 0:
+        return  # no row index is in range, or no request: nothing to write
+    hidden = _gathered(hidden_states, out_hidden)
+    dsa = _gathered(dsa_topk_indices, out_dsa_topk_indices)
     argmax = _Argmax(config, logits, batch)
-    argmax.launch_partials(row_indices=row_indices)
+    # With a first launch, its programs (several per request) make the gathers too.
+    argmax.launch_partials(row_indices=row_indices, hidden=hidden, dsa=dsa)
+    gather_here = not argmax.from_partials
     _draft_extend_topk1_kernel[(batch,)](
         *argmax.kernel_args(),
         row_indices, row_indices.stride(0), num_rows,
-        hidden_states, *_strides_2d(hidden_states),
-        _width(hidden_states),
-        dsa_topk_indices, *_strides_2d(dsa_topk_indices),
-        _width(dsa_topk_indices),
+        *_gather_args(hidden), *_gather_args(dsa),
         out_topk_p, out_topk_p.stride(0), out_topk_index, out_topk_index.stride(0),
-        out_hidden, *_strides_2d(out_hidden),
-        out_dsa_topk_indices, *_strides_2d(out_dsa_topk_indices),
-        HAS_HIDDEN=has_hidden, HAS_DSA=has_dsa,
-        HIDDEN_BLOCK=_copy_block(config, hidden_states), DSA_BLOCK=_copy_block(config, dsa_topk_indices),
-        **argmax.constexprs(), num_warps=config.num_warps,
+        HAS_HIDDEN=gather_here and hidden is not None, HAS_DSA=gather_here and dsa is not None,
+        HIDDEN_BLOCK=_gather_block(config, hidden), DSA_BLOCK=_gather_block(config, dsa),
+        **argmax.constexprs(), num_warps=argmax.op_num_warps(),
     )  # fmt: skip
 
 
