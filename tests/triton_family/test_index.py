@@ -87,8 +87,8 @@ COVERAGE = [
         seed=seed,
     )
     for bs, topk, steps, ps, dtype, seed in [
-        (LARGE, 1, 2, 4, torch.int32, 1),  # one request per program, scans over two chunks
-        (130, 1, 1, 1, torch.int64, 4),  # two requests per program (bs > 128 request groups)
+        (LARGE, 1, 2, 4, torch.int32, 1),  # scans over two chunks
+        (130, 4, 2, 1, torch.int64, 4),  # nine kv_indptr blocks; scans of 3 (unrolled) and 9 (looped) chunks
     ]
 ]
 
@@ -96,6 +96,51 @@ COVERAGE = [
 @pytest.mark.parametrize("case", COVERAGE, ids=[_case_id(c) for c in COVERAGE])
 def test_large_batches(triton_vendor, case):
     assert run_case(case, CPU, registry.TRITON) == []
+
+
+#: Scan chunks of 8 entries: a batch of 80 takes the looped scan (more than 8 chunks).
+SHORT_SCANS = dataclasses.replace(INTERPRETER, block=8)
+SCANNING_OPS = [
+    "assign_extend_cache_locs",
+    "assign_req_to_token_pool",
+    "generate_draft_decode_kv_indices",
+    "fill_accept_out_cache_loc",
+    "get_target_cache_loc",
+    "filter_finished_cache_loc",
+]
+
+
+@pytest.mark.parametrize("op", SCANNING_OPS)
+def test_scans_longer_than_the_unrolled_chunks(op):
+    kwargs = index_cases.BUILDERS[op](CPU, bs=80, topk=2, num_steps=2, page_size=4, seed=6)
+    _check_against_reference(op, _provider_args(op, kwargs), SHORT_SCANS)
+
+
+@pytest.mark.parametrize(
+    ("config", "bs", "topk", "num_steps", "page_size", "max_seq"),
+    [
+        (INTERPRETER, 5, 2, 3, 1, 600),  # tiles of 64 slots: about ten per request, most programs idle
+        (INTERPRETER, 3, 3, 2, 4, 300),  # paged tree layout
+        (dataclasses.replace(INTERPRETER, max_grid=3), 4, 2, 2, 1, 500),  # rows past the grid: strided
+        (VENDOR_CONFIGS["cuda"], 3, 2, 2, 1, 5000),  # the H200's tiles of 2048 slots
+    ],
+    ids=["tiles", "paged", "grid-strided", "hopper"],
+)
+def test_long_context_draft_kv_indices(config, bs, topk, num_steps, page_size, max_seq):
+    """Prefixes of many copy tiles: each tile read once and stored into every branch list of every step."""
+    op = "generate_draft_decode_kv_indices"
+    kwargs = index_cases.BUILDERS[op](
+        CPU, bs=bs, topk=topk, num_steps=num_steps, page_size=page_size, seed=7, max_seq=max_seq
+    )
+    _check_against_reference(op, _provider_args(op, kwargs), config)
+
+
+def test_draft_rows_of_many_chunks():
+    """A9 over rows of ten 4-column chunks, three programs per row (the rest grid-strided)."""
+    op = "rebuild_compact_draft_req_to_token"
+    config = dataclasses.replace(INTERPRETER, copy_block_bytes=16, max_grid=3)
+    kwargs = index_cases.BUILDERS[op](CPU, bs=5, topk=2, num_steps=3, page_size=1, seed=8)
+    _check_against_reference(op, _provider_args(op, kwargs), config)
 
 
 @pytest.fixture(params=TRITON_VENDORS)

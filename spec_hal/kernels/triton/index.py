@@ -8,13 +8,18 @@ kernel and returns None. Conventions shared by every kernel here:
 * Every loaded id is bound-masked the way the portable reference masks it: a lane whose row, column
   or flat id is out of range (or -1) is neither read nor written, and output entries past the
   reference's total stay untouched.
+* Latency: the ops are chains of dependent loads (request -> ``req_to_token`` row -> slot), so each
+  kernel issues every load of a level before it uses any of them, and has no loop whose iterations
+  wait on each other's loads. Widths known on the host (D, K*S, the page size) are constexpr: tiles
+  cover them without a runtime column loop and divisions are by constants. A launch spreads the batch
+  over up to ``_LATENCY_PROGRAMS`` small programs.
 * Ragged outputs (request b's run at the exclusive prefix sum of the run lengths) use one shared scan,
-  :func:`_exclusive_offsets`: a program owns a block of consecutive requests (or entries), sums the
-  lengths of all earlier ones in ``SCAN_BLOCK``-wide chunks (one vector load per chunk: a single one
-  while the batch fits the block) and ``tl.cumsum``-s its own block. No program reduces per request.
-* Ragged copies go through :func:`_copy_runs`: a ``[requests, columns]`` tile looping over columns,
-  each run bounded by an interval ``[lo, hi)`` of run positions in which both its source and its
-  destination are in range.
+  :func:`_exclusive_offsets`: a program owns a block of consecutive requests (or entries), loads their
+  lengths and, in the same level, those of all earlier entries (``SCAN_CHUNKS`` loads of
+  ``SCAN_BLOCK`` entries, unrolled while few) and ``tl.cumsum``-s its own block.
+* Ragged copies whose length only the device knows go through :func:`_copy_runs` (warp-wide column
+  chunks: one iteration for the usual short runs); runs bounded on the host (at most D) are loaded
+  whole with :func:`_load_run` before any is stored.
 * Grids depend on shapes only; nothing reads device data on the host (graph-capturable).
 """
 
@@ -29,6 +34,7 @@ from torch import Tensor
 
 from ...registry import TRITON, register_impl
 from .config import LaunchConfig
+from .launch import cdiv, kernel, next_power_of_2
 
 # --------------------------------------------------------------------------------------------------
 # Shared device helpers
@@ -38,6 +44,9 @@ _VALUE = tl.constexpr(0)  # values[j]
 _PLUS_ONE = tl.constexpr(1)  # values[j] + 1 (committed tokens: num_correct_drafts + 1)
 _DIFFERENCE = tl.constexpr(2)  # values[j] - other[j] (window length: end - start)
 _IN_RANGE = tl.constexpr(3)  # 1 if 0 <= values[j] < bound else 0 (accepted entries of accept_index)
+
+#: Most scan chunks issued as one unrolled level; longer scans loop (one level per chunk).
+_UNROLLED_CHUNKS = tl.constexpr(8)
 
 
 @triton.jit
@@ -55,6 +64,37 @@ def _load_lengths(values_ptr, values_stride, other_ptr, other_stride, bound, ent
 
 
 @triton.jit
+def _sum_before(
+    first,
+    values_ptr,
+    values_stride,
+    other_ptr,
+    other_stride,
+    bound,
+    KIND: tl.constexpr,
+    SCAN_BLOCK: tl.constexpr,
+    SCAN_CHUNKS: tl.constexpr,
+):
+    """Total length of entries ``0 .. first-1`` (int64 scalar), read in ``SCAN_CHUNKS`` chunks of
+    ``SCAN_BLOCK`` entries (enough for the whole batch). Up to ``_UNROLLED_CHUNKS`` chunks are
+    unrolled, so that their loads are all in flight at once (chunks past ``first`` read nothing)."""
+    running = tl.zeros([SCAN_BLOCK], dtype=tl.int64)
+    if SCAN_CHUNKS <= _UNROLLED_CHUNKS:
+        for chunk in tl.static_range(SCAN_CHUNKS):
+            entry = chunk * SCAN_BLOCK + tl.arange(0, SCAN_BLOCK)
+            running += _load_lengths(
+                values_ptr, values_stride, other_ptr, other_stride, bound, entry, entry < first, KIND
+            )
+    else:
+        for chunk0 in range(0, first, SCAN_BLOCK):
+            entry = chunk0 + tl.arange(0, SCAN_BLOCK)
+            running += _load_lengths(
+                values_ptr, values_stride, other_ptr, other_stride, bound, entry, entry < first, KIND
+            )
+    return tl.sum(running, axis=0)
+
+
+@triton.jit
 def _exclusive_offsets(
     first,
     count,
@@ -66,67 +106,64 @@ def _exclusive_offsets(
     KIND: tl.constexpr,
     BLOCK: tl.constexpr,
     SCAN_BLOCK: tl.constexpr,
+    SCAN_CHUNKS: tl.constexpr,
 ):
     """Lengths of entries ``first .. first+BLOCK-1`` (0 past ``count``) and their exclusive prefix sums
     over all entries from 0: the start of each entry's run in a ragged output (both int64 [BLOCK]).
 
-    The lengths before ``first`` are summed chunk by chunk into a running vector (one load per
-    ``SCAN_BLOCK`` entries), then the program's own block is scanned with ``tl.cumsum``.
+    The block's own lengths are loaded first, so that their load overlaps the earlier chunks' loads.
     """
-    running = tl.zeros([SCAN_BLOCK], dtype=tl.int64)
-    for chunk in range(0, first, SCAN_BLOCK):
-        entry = chunk + tl.arange(0, SCAN_BLOCK)
-        running += _load_lengths(
-            values_ptr, values_stride, other_ptr, other_stride, bound, entry, entry < first, KIND
-        )
     entry = first + tl.arange(0, BLOCK)
     lengths = _load_lengths(
         values_ptr, values_stride, other_ptr, other_stride, bound, entry, entry < count, KIND
     )
-    return lengths, tl.sum(running, axis=0) + tl.cumsum(lengths, axis=0) - lengths
+    before = _sum_before(
+        first, values_ptr, values_stride, other_ptr, other_stride, bound, KIND, SCAN_BLOCK, SCAN_CHUNKS
+    )
+    return lengths, before + tl.cumsum(lengths, axis=0) - lengths
 
 
 @triton.jit
-def _copy_runs(
-    src_ptr,
-    src_base,
-    src_step,
-    dst_ptr,
-    dst_base,
-    dst_step,
-    lo,
-    hi,
-    first_column,
-    column_step,
-    COLS: tl.constexpr,
-):
-    """``dst[dst_base[r] + i*dst_step] = src[src_base[r] + i*src_step]`` for every run r of the tile and
-    every ``lo[r] <= i < hi[r]`` (``lo >= 0``), converted to dst's dtype; columns are visited from
-    ``first_column`` by ``column_step`` (grid-strided when several programs share the runs)."""
-    end = tl.max(hi, axis=0).to(tl.int32)
-    for column in range(first_column, end, column_step):
-        i = column + tl.arange(0, COLS)
-        mask = (i[None, :] >= lo[:, None]) & (i[None, :] < hi[:, None])
-        i = i.to(tl.int64)[None, :]
-        value = tl.load(src_ptr + src_base[:, None] + i * src_step, mask=mask)
-        tl.store(dst_ptr + dst_base[:, None] + i * dst_step, value.to(dst_ptr.dtype.element_ty), mask=mask)
+def _load_run(src_ptr, src_base, src_step, lo, hi, COLS: tl.constexpr):
+    """Positions ``lo[r] <= i < hi[r]`` (at most COLS of them) of each run r of the tile:
+    ``src[src_base[r] + i*src_step]`` with the positions i ([runs, COLS] int64) and their mask."""
+    i = lo[:, None] + tl.arange(0, COLS).to(tl.int64)[None, :]
+    mask = i < hi[:, None]
+    return tl.load(src_ptr + src_base[:, None] + i * src_step, mask=mask), i, mask
+
+
+@triton.jit
+def _store_run(dst_ptr, dst_base, dst_step, value, i, mask):
+    """``dst[dst_base[r] + i*dst_step] = value`` on the lanes of a :func:`_load_run` (dst's dtype)."""
+    tl.store(dst_ptr + dst_base[:, None] + i * dst_step, value.to(dst_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _copy_runs(src_ptr, src_base, src_step, dst_ptr, dst_base, dst_step, lo, hi, COLS: tl.constexpr):
+    """``dst[dst_base[r] + i*dst_step] = src[src_base[r] + i*src_step]`` for every run r of the tile
+    and every ``lo[r] <= i < hi[r]``, converted to dst's dtype, COLS positions per iteration."""
+    end = tl.max(hi - lo, axis=0).to(tl.int32)
+    for column in range(0, end, COLS):
+        value, i, mask = _load_run(src_ptr, src_base, src_step, lo + column, hi, COLS)
+        _store_run(dst_ptr, dst_base, dst_step, value, i, mask)
 
 
 @triton.jit
 def _floor_div(numerator, divisor):
-    """Floor division by a positive ``divisor`` for any sign of ``numerator`` (torch's rounding): the
-    quotient each lane keeps divides non-negative operands, where Triton's ``//`` (truncating toward
-    zero, like C) agrees with floor."""
-    return tl.where(numerator >= 0, numerator // divisor, -((divisor - 1 - numerator) // divisor))
+    """Floor division by a positive ``divisor`` for any sign of ``numerator`` (torch's rounding):
+    Triton's ``//`` truncates toward zero (like C), one above the floor for an inexact negative
+    quotient. One division (by a constant where ``divisor`` is constexpr)."""
+    quotient = numerator // divisor
+    return quotient - (quotient * divisor > numerator).to(quotient.dtype)
 
 
 @triton.jit
-def _draft_column(seq_len, branch, step, page_size, num_steps):
+def _draft_column(seq_len, branch, step, PAGE_SIZE: tl.constexpr, STEPS: tl.constexpr):
     """``req_to_token`` column of draft ``step`` of ``branch`` (paged tree layout of §A3; contiguous
-    ``seq_len + branch*num_steps + step`` when ``page_size == 1`` or there is one branch)."""
-    partial_page = seq_len - _floor_div(seq_len, page_size) * page_size
-    pages_per_branch = (partial_page + num_steps + page_size - 1) // page_size
-    return seq_len + branch * pages_per_branch * page_size + step
+    ``seq_len + branch*STEPS + step`` when ``PAGE_SIZE == 1`` or there is one branch)."""
+    partial_page = seq_len - _floor_div(seq_len, PAGE_SIZE) * PAGE_SIZE
+    pages_per_branch = (partial_page + (STEPS + PAGE_SIZE - 1)) // PAGE_SIZE
+    return seq_len + branch * pages_per_branch * PAGE_SIZE + step
 
 
 @triton.jit
@@ -140,6 +177,7 @@ def _load_rows(req_pool_indices_ptr, rpi_stride, request, live, num_rows):
 # Kernels
 
 
+@kernel
 @triton.jit
 def _window_kernel(
     rpi_ptr,
@@ -161,16 +199,19 @@ def _window_kernel(
     ROWS: tl.constexpr,
     COLS: tl.constexpr,
     SCAN_BLOCK: tl.constexpr,
+    SCAN_CHUNKS: tl.constexpr,
 ):
     """A1 (table -> flat) and A2 (flat -> table): window ``[start[b], end[b])`` of row ``rpi[b]`` <->
     the flat run at the exclusive cumsum of the window lengths. Grid: (cdiv(bs, ROWS),)."""
     first = tl.program_id(0) * ROWS
-    lengths, offsets = _exclusive_offsets(
-        first, bs, end_ptr, end_stride, start_ptr, start_stride, 0, _DIFFERENCE, ROWS, SCAN_BLOCK
-    )
     request = first + tl.arange(0, ROWS)
-    row, row_ok = _load_rows(rpi_ptr, rpi_stride, request, request < bs, num_rows)
-    begin = tl.load(start_ptr + request.to(tl.int64) * start_stride, mask=request < bs, other=0).to(tl.int64)
+    live = request < bs
+    # One level: the rows, the window starts and the lengths of the block and of all earlier windows.
+    row, row_ok = _load_rows(rpi_ptr, rpi_stride, request, live, num_rows)
+    begin = tl.load(start_ptr + request.to(tl.int64) * start_stride, mask=live, other=0).to(tl.int64)
+    lengths, offsets = _exclusive_offsets(
+        first, bs, end_ptr, end_stride, start_ptr, start_stride, 0, _DIFFERENCE, ROWS, SCAN_BLOCK, SCAN_CHUNKS
+    )
     # Position i of a run: column begin + i of the table, flat position offsets + i; both in range.
     lo = tl.maximum(tl.maximum(-begin, -offsets), 0)
     hi = tl.minimum(tl.minimum(lengths, pool_len - begin), flat_limit - offsets)
@@ -178,15 +219,12 @@ def _window_kernel(
     table_base = row * table_row_stride + begin * table_col_stride
     flat_base = offsets * flat_stride
     if TO_TABLE:
-        _copy_runs(
-            flat_ptr, flat_base, flat_stride, table_ptr, table_base, table_col_stride, lo, hi, 0, COLS, COLS
-        )
+        _copy_runs(flat_ptr, flat_base, flat_stride, table_ptr, table_base, table_col_stride, lo, hi, COLS)
     else:
-        _copy_runs(
-            table_ptr, table_base, table_col_stride, flat_ptr, flat_base, flat_stride, lo, hi, 0, COLS, COLS
-        )
+        _copy_runs(table_ptr, table_base, table_col_stride, flat_ptr, flat_base, flat_stride, lo, hi, COLS)
 
 
+@kernel
 @triton.jit
 def _draft_slots_kernel(
     rpi_ptr,
@@ -200,34 +238,158 @@ def _draft_slots_kernel(
     seq_stride,
     out_ptr,
     out_stride,
-    total,
-    topk,
-    num_steps,
-    page_size,
-    BLOCK: tl.constexpr,
+    bs,
+    TOPK: tl.constexpr,
+    STEPS: tl.constexpr,
+    PAGE_SIZE: tl.constexpr,
+    ROWS: tl.constexpr,
+    COLS: tl.constexpr,
 ):
-    """A3 and A1-uniform: ``out[b*K*S + t*S + s] = req_to_token[rpi[b], draft column (t, s)]``, one
-    lane per output entry. Grid: (cdiv(bs*K*S, BLOCK),)."""
-    entry = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    live = entry < total
-    request = entry // (topk * num_steps)
-    branch = (entry // num_steps) % topk
-    step = entry % num_steps
+    """A3 and A1-uniform: ``out[b*K*S + t*S + s] = req_to_token[rpi[b], draft column (t, s)]``, a
+    ``[ROWS requests, COLS >= K*S]`` tile: two dependent levels (row and length, then the slots).
+    Grid: (cdiv(bs, ROWS),)."""
+    request = (tl.program_id(0) * ROWS + tl.arange(0, ROWS)).to(tl.int64)
+    live = request < bs
+    draft = tl.arange(0, COLS)  # t*S + s
+    branch = (draft // STEPS)[None, :]
+    step = (draft % STEPS)[None, :]
     row, row_ok = _load_rows(rpi_ptr, rpi_stride, request, live, num_rows)
     seq = tl.load(seq_lens_ptr + request * seq_stride, mask=live, other=0).to(tl.int64)
-    column = _draft_column(seq, branch, step, page_size, num_steps)
-    readable = row_ok & (column >= 0) & (column < pool_len)
-    slot = tl.load(table_ptr + row * table_row_stride + column * table_col_stride, mask=readable)
+    column = _draft_column(seq[:, None], branch, step, PAGE_SIZE, STEPS)
+    readable = row_ok[:, None] & (draft[None, :] < TOPK * STEPS) & (column >= 0) & (column < pool_len)
+    slot = tl.load(table_ptr + row[:, None] * table_row_stride + column * table_col_stride, mask=readable)
+    entry = request[:, None] * (TOPK * STEPS) + draft[None, :]
     tl.store(out_ptr + entry * out_stride, slot.to(tl.int64), mask=readable)
 
 
 @triton.jit
-def _branch_list_start(before, seq, request, branch, step, topk):
+def _branch_list_start(before, seq, request, branch, step, TOPK: tl.constexpr):
     """Start, in ``kv_indices`` row ``step``, of the list of ``branch`` of ``request``: the lists of the
     earlier branches hold their prefix (``seq`` each) plus ``step + 1`` draft slots."""
-    return topk * before + branch * seq + (request * topk + branch) * (step + 1)
+    return TOPK * before + branch * seq + (request * TOPK + branch) * (step + 1)
 
 
+@triton.jit
+def _lanes_below(count, TILE: tl.constexpr):
+    """``count`` clamped to ``[0, TILE]`` as int32: a tile's lane l is live iff ``l < _lanes_below``."""
+    return tl.minimum(tl.maximum(count, 0), TILE).to(tl.int32)
+
+
+@triton.jit
+def _load_prefix_tile(table_row, table_col_stride, column0, copy_end, TILE: tl.constexpr):
+    """Prefix columns ``column0 .. column0+TILE-1`` (those below ``copy_end``) of a ``req_to_token`` row."""
+    lane = tl.arange(0, TILE)
+    source = table_row + column0 * table_col_stride + lane.to(tl.int64) * table_col_stride
+    return tl.load(source, mask=lane < _lanes_below(copy_end - column0, TILE))
+
+
+@triton.jit
+def _store_prefix_tile(
+    slot,
+    column0,
+    copy_end,
+    before,
+    seq,
+    request,
+    indices_ptr,
+    indices_row_stride,
+    indices_col_stride,
+    indices_limit,
+    TOPK: tl.constexpr,
+    STEPS: tl.constexpr,
+    TILE: tl.constexpr,
+):
+    """Store a prefix tile (from :func:`_load_prefix_tile`) into the K*S branch lists holding it: one
+    contiguous run each, whose start and live length are scalars (per lane: a compare and a store).
+    The lists are a loop, not unrolled: one list's registers at a time (K*S unrolled runs spill at
+    K 8, S 5) and every store in the load's layout (no shared-memory layout conversion)."""
+    lane = tl.arange(0, TILE)
+    offsets = lane.to(tl.int64) * indices_col_stride
+    for step in range(STEPS):
+        row_of_step = indices_ptr + tl.cast(step, tl.int64) * indices_row_stride
+        for branch in range(TOPK):
+            list_start = _branch_list_start(before, seq, request, branch, step, TOPK)
+            run_start = list_start + column0
+            live = tl.minimum(copy_end - column0, indices_limit - run_start)
+            live = tl.where(list_start >= 0, live, 0)
+            destination = row_of_step + run_start * indices_col_stride + offsets
+            tl.store(destination, slot, mask=lane < _lanes_below(live, TILE))
+
+
+@triton.jit
+def _store_draft_lists(
+    table_row,
+    table_col_stride,
+    pool_len,
+    row_ok,
+    before,
+    seq,
+    request,
+    indices_ptr,
+    indices_row_stride,
+    indices_col_stride,
+    indices_limit,
+    PAGE_SIZE: tl.constexpr,
+    TOPK: tl.constexpr,
+    STEPS: tl.constexpr,
+    BRANCHES: tl.constexpr,
+    STEP_LANES: tl.constexpr,
+):
+    """The draft slots of a request: row s lists steps 0..s of each branch right after its prefix.
+    The ``[BRANCHES >= K, STEP_LANES >= S]`` slots are read once and stored S times."""
+    branch = tl.arange(0, BRANCHES)[:, None]
+    step = tl.arange(0, STEP_LANES)[None, :]
+    column = _draft_column(seq, branch, step, PAGE_SIZE, STEPS)
+    readable = row_ok & (branch < TOPK) & (step < STEPS) & (column >= 0) & (column < pool_len)
+    slot = tl.load(table_row + column * table_col_stride, mask=readable)
+    for s in tl.static_range(STEPS):
+        position = _branch_list_start(before, seq, request, branch, s, TOPK) + seq + step
+        keep = readable & (step <= s) & (position >= 0) & (position < indices_limit)
+        row_of_step = indices_ptr + tl.cast(s, tl.int64) * indices_row_stride
+        tl.store(row_of_step + position * indices_col_stride, slot, mask=keep)
+
+
+@triton.jit
+def _store_indptr_block(
+    block_no,
+    positions_ptr,
+    positions_stride,
+    indptr_ptr,
+    indptr_row_stride,
+    indptr_col_stride,
+    num_branches,
+    STEPS: tl.constexpr,
+    BLOCK: tl.constexpr,
+    SCAN_BLOCK: tl.constexpr,
+    SCAN_CHUNKS: tl.constexpr,
+):
+    """``kv_indptr[s][z + 1] = sum(positions[:z + 1]) + (z + 1)*(s + 1)`` for the branches z of block
+    ``block_no`` (BLOCK consecutive branches; blocks past the last branch write nothing)."""
+    first = block_no * BLOCK
+    if first < num_branches:
+        lengths, prefix = _exclusive_offsets(
+            first,
+            num_branches,
+            positions_ptr,
+            positions_stride,
+            positions_ptr,
+            positions_stride,
+            0,
+            _VALUE,
+            BLOCK,
+            SCAN_BLOCK,
+            SCAN_CHUNKS,
+        )
+        column = first + tl.arange(0, BLOCK).to(tl.int64) + 1
+        for s in tl.static_range(STEPS):
+            value = prefix + lengths + column * (s + 1)
+            row_of_step = indptr_ptr + tl.cast(s, tl.int64) * indptr_row_stride
+            tl.store(
+                row_of_step + column * indptr_col_stride, value.to(tl.int32), mask=column <= num_branches
+            )
+
+
+@kernel
 @triton.jit
 def _draft_kv_indices_kernel(
     rpi_ptr,
@@ -249,78 +411,106 @@ def _draft_kv_indices_kernel(
     indptr_row_stride,
     indptr_col_stride,
     bs,
-    page_size,
-    topk,
-    num_steps,
-    ROWS: tl.constexpr,
-    COLS: tl.constexpr,
-    BRANCHES: tl.constexpr,
+    PAGE_SIZE: tl.constexpr,
+    TOPK: tl.constexpr,
     STEPS: tl.constexpr,
+    TILE: tl.constexpr,
+    BRANCHES: tl.constexpr,
+    STEP_LANES: tl.constexpr,
     SCAN_BLOCK: tl.constexpr,
+    SCAN_CHUNKS: tl.constexpr,
+    INDPTR_BLOCK: tl.constexpr,
+    INDPTR_SCAN_BLOCK: tl.constexpr,
+    INDPTR_SCAN_CHUNKS: tl.constexpr,
 ):
-    """A4. Grid: (cdiv(bs, ROWS), prefix column chunks). Program (g, c) copies prefix columns
-    ``c*COLS + k*grid1*COLS ..`` of its ROWS requests: each tile is read once from ``req_to_token`` and
-    written to the K*S branch lists holding it. Programs (g, 0) also write the draft slots and the
-    ``kv_indptr`` entries of their requests. Programs past the group's longest prefix do nothing."""
-    group_first = tl.program_id(0) * ROWS
-    chunk = tl.program_id(1)
-    request = (group_first + tl.arange(0, ROWS)).to(tl.int64)
-    live = request < bs
-    seq = tl.load(seq_lens_ptr + request * seq_stride, mask=live, other=0).to(tl.int64)
-    copy_end = tl.minimum(tl.max(seq, axis=0), pool_len).to(tl.int32)  # prefix columns of the group
-    if (chunk == 0) | (chunk * COLS < copy_end):
-        _, before = _exclusive_offsets(
-            group_first, bs, seq_lens_ptr, seq_stride, seq_lens_ptr, seq_stride, 0, _VALUE, ROWS, SCAN_BLOCK
+    """A4. Grid: (bs, prefix tiles). Program (b, c) reads prefix tile c (TILE columns) of request b once
+    and stores it into the K*S branch lists holding it (tiles past the grid: grid-strided). Programs
+    (b, 0) also store the request's draft slots and the ``kv_indptr`` entries of branch block b.
+    Two dependent levels: lengths, row (and the indptr scan), then the slots."""
+    request = tl.program_id(0).to(tl.int64)
+    tile = tl.program_id(1)
+    seq = tl.load(seq_lens_ptr + request * seq_stride).to(tl.int64)
+    row, row_ok = _load_rows(rpi_ptr, rpi_stride, request, request < bs, num_rows)
+    before = _sum_before(
+        request, seq_lens_ptr, seq_stride, seq_lens_ptr, seq_stride, 0, _VALUE, SCAN_BLOCK, SCAN_CHUNKS
+    )
+    if tile == 0:
+        _store_indptr_block(
+            request,
+            positions_ptr,
+            positions_stride,
+            indptr_ptr,
+            indptr_row_stride,
+            indptr_col_stride,
+            bs * TOPK,
+            STEPS,
+            INDPTR_BLOCK,
+            INDPTR_SCAN_BLOCK,
+            INDPTR_SCAN_CHUNKS,
         )
-        row, row_ok = _load_rows(rpi_ptr, rpi_stride, request, live, num_rows)
-        row_base = row * table_row_stride
-        if chunk == 0:
-            # Draft slots: row s lists steps 0..s of each branch right after the branch's prefix.
-            step = tl.arange(0, STEPS)
-            for branch in range(topk):
-                column = _draft_column(seq[:, None], branch, step[None, :], page_size, num_steps)
-                readable = row_ok[:, None] & (step[None, :] < num_steps) & (column >= 0) & (column < pool_len)
-                slot = tl.load(table_ptr + row_base[:, None] + column * table_col_stride, mask=readable)
-                for s in range(num_steps):
-                    start = _branch_list_start(before, seq, request, branch, s, topk) + seq
-                    position = start[:, None] + step[None, :]
-                    keep = readable & (step[None, :] <= s) & (position >= 0) & (position < indices_limit)
-                    row_of_step = indices_ptr + tl.cast(s, tl.int64) * indices_row_stride
-                    tl.store(row_of_step + position * indices_col_stride, slot, mask=keep)
-            # kv_indptr[s][z + 1] = sum(positions[:z + 1]) + (z + 1)*(s + 1) for the group's branches z.
-            branch_first = group_first * topk
-            lengths, prefix = _exclusive_offsets(
-                branch_first,
-                bs * topk,
-                positions_ptr,
-                positions_stride,
-                positions_ptr,
-                positions_stride,
-                0,
-                _VALUE,
-                BRANCHES,
-                SCAN_BLOCK,
-            )
-            z = branch_first + tl.arange(0, BRANCHES)
-            own = (z < branch_first + ROWS * topk) & (z < bs * topk)
-            column = z.to(tl.int64) + 1
-            for s in range(num_steps):
-                row_of_step = indptr_ptr + tl.cast(s, tl.int64) * indptr_row_stride
-                value = prefix + lengths + column * (s + 1)
-                tl.store(row_of_step + column * indptr_col_stride, value.to(tl.int32), mask=own)
-        # Prefix slots: each tile is read once and written to the K*S lists holding it.
-        for column0 in range(chunk * COLS, copy_end, tl.num_programs(1) * COLS):
-            column = (column0 + tl.arange(0, COLS)).to(tl.int64)[None, :]
-            readable = row_ok[:, None] & (column < seq[:, None]) & (column < pool_len)
-            slot = tl.load(table_ptr + row_base[:, None] + column * table_col_stride, mask=readable)
-            for s in range(num_steps):
-                row_of_step = indices_ptr + tl.cast(s, tl.int64) * indices_row_stride
-                for branch in range(topk):
-                    position = _branch_list_start(before, seq, request, branch, s, topk)[:, None] + column
-                    keep = readable & (position >= 0) & (position < indices_limit)
-                    tl.store(row_of_step + position * indices_col_stride, slot, mask=keep)
+    copy_end = tl.where(row_ok, tl.minimum(seq, pool_len), 0)  # prefix columns read from the row
+    table_row = table_ptr + row * table_row_stride
+    column0 = tile.to(tl.int64) * TILE
+    # The first tile's load is in flight while program (b, 0) reads and stores the draft slots.
+    slot = _load_prefix_tile(table_row, table_col_stride, column0, copy_end, TILE)
+    if tile == 0:
+        _store_draft_lists(
+            table_row,
+            table_col_stride,
+            pool_len,
+            row_ok,
+            before,
+            seq,
+            request,
+            indices_ptr,
+            indices_row_stride,
+            indices_col_stride,
+            indices_limit,
+            PAGE_SIZE,
+            TOPK,
+            STEPS,
+            BRANCHES,
+            STEP_LANES,
+        )
+    if column0 < copy_end:
+        _store_prefix_tile(
+            slot,
+            column0,
+            copy_end,
+            before,
+            seq,
+            request,
+            indices_ptr,
+            indices_row_stride,
+            indices_col_stride,
+            indices_limit,
+            TOPK,
+            STEPS,
+            TILE,
+        )
+    # Tiles past the grid (a row of more than max_grid tiles).
+    tile_step = tl.num_programs(1) * TILE
+    for next_column in range(tile * TILE + tile_step, copy_end.to(tl.int32), tile_step):
+        column0 = tl.cast(next_column, tl.int64)
+        slot = _load_prefix_tile(table_row, table_col_stride, column0, copy_end, TILE)
+        _store_prefix_tile(
+            slot,
+            column0,
+            copy_end,
+            before,
+            seq,
+            request,
+            indices_ptr,
+            indices_row_stride,
+            indices_col_stride,
+            indices_limit,
+            TOPK,
+            STEPS,
+            TILE,
+        )
 
 
+@kernel
 @triton.jit
 def _compact_accepted_kernel(
     accept_ptr,
@@ -334,29 +524,33 @@ def _compact_accepted_kernel(
     size,
     BLOCK: tl.constexpr,
     SCAN_BLOCK: tl.constexpr,
+    SCAN_CHUNKS: tl.constexpr,
 ):
     """A5 stream compaction: accepted entry p (0 <= accept[p] < num_slots) writes its slot at its rank
-    among accepted entries (the exclusive scan of the accepted flags). Grid: (cdiv(size, BLOCK),)."""
+    among accepted entries (the exclusive scan of the accepted flags). Each entry is loaded once, as
+    flag and as slot index. Grid: (cdiv(size, BLOCK),)."""
     first = tl.program_id(0) * BLOCK
-    accepted, rank = _exclusive_offsets(
+    entry = (first + tl.arange(0, BLOCK)).to(tl.int64)
+    index = tl.load(accept_ptr + entry * accept_stride, mask=entry < size, other=-1).to(tl.int64)
+    accepted = ((index >= 0) & (index < num_slots)).to(tl.int64)
+    before = _sum_before(
         first,
-        size,
         accept_ptr,
         accept_stride,
         accept_ptr,
         accept_stride,
         num_slots,
         _IN_RANGE,
-        BLOCK,
         SCAN_BLOCK,
+        SCAN_CHUNKS,
     )
-    entry = (first + tl.arange(0, BLOCK)).to(tl.int64)
+    rank = before + tl.cumsum(accepted, axis=0) - accepted
     keep = (accepted > 0) & (rank < out_limit)
-    index = tl.load(accept_ptr + entry * accept_stride, mask=keep, other=0).to(tl.int64)
     slot = tl.load(slots_ptr + index * slots_stride, mask=keep)
     tl.store(out_ptr + rank * out_stride, slot.to(tl.int64), mask=keep)
 
 
+@kernel
 @triton.jit
 def _src_tgt_kernel(
     seq_lens_ptr,
@@ -377,27 +571,27 @@ def _src_tgt_kernel(
     to_free_stride,
     bs,
     draft_token_num,
-    page_size,
+    PAGE_SIZE: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
     """A6 get_src_tgt_cache_loc: lane p handles accepted entry p (gather + zero) and request p (slots to
     free). Grid: (cdiv(max(A, bs), BLOCK),)."""
     lane = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     in_accept = lane < num_accepted
-    index = tl.load(accept_ptr + lane * accept_stride, mask=in_accept, other=-1).to(tl.int64)
-    readable = in_accept & (index >= 0) & (index < num_slots)
-    slot = tl.load(slots_ptr + index * slots_stride, mask=readable)
-    tl.store(src_ptr + lane * src_stride, slot.to(tl.int64), mask=readable)
-    tl.store(tgt_ptr + lane * tgt_stride, tl.zeros([BLOCK], dtype=tl.int64), mask=in_accept)
-
     in_batch = lane < bs
+    index = tl.load(accept_ptr + lane * accept_stride, mask=in_accept, other=-1).to(tl.int64)
     seq = tl.load(seq_lens_ptr + lane * seq_stride, mask=in_batch, other=0).to(tl.int64)
     ncd = tl.load(ncd_ptr + lane * ncd_stride, mask=in_batch, other=0).to(tl.int64)
+    readable = in_accept & (index >= 0) & (index < num_slots)
+    slot = tl.load(slots_ptr + index * slots_stride, mask=readable)
+    tl.store(tgt_ptr + lane * tgt_stride, tl.zeros([BLOCK], dtype=tl.int64), mask=in_accept)
     extended = seq + draft_token_num
-    page_end = _floor_div(seq + ncd + page_size, page_size) * page_size  # roundup(seq + ncd + 1, ps)
+    page_end = _floor_div(seq + ncd + PAGE_SIZE, PAGE_SIZE) * PAGE_SIZE  # roundup(seq + ncd + 1, ps)
     tl.store(to_free_ptr + lane * to_free_stride, extended - tl.minimum(page_end, extended), mask=in_batch)
+    tl.store(src_ptr + lane * src_stride, slot.to(tl.int64), mask=readable)
 
 
+@kernel
 @triton.jit
 def _target_cache_loc_kernel(
     tgt_ptr,
@@ -417,16 +611,28 @@ def _target_cache_loc_kernel(
     ROWS: tl.constexpr,
     COLS: tl.constexpr,
     SCAN_BLOCK: tl.constexpr,
+    SCAN_CHUNKS: tl.constexpr,
 ):
     """A6 get_target_cache_loc: request b's first ncd+1 verify slots to ``tgt`` and its last
-    ``to_free_num_slots`` to ``to_free_slots``, each at the exclusive cumsum of its run lengths.
+    ``to_free_num_slots`` to ``to_free_slots``, each at the exclusive cumsum of its run lengths. Both
+    runs hold at most D (<= COLS) slots: both are loaded before either is stored (two levels).
     Grid: (cdiv(bs, ROWS),)."""
     first = tl.program_id(0) * ROWS
     committed, tgt_start = _exclusive_offsets(
-        first, bs, ncd_ptr, ncd_stride, ncd_ptr, ncd_stride, 0, _PLUS_ONE, ROWS, SCAN_BLOCK
+        first, bs, ncd_ptr, ncd_stride, ncd_ptr, ncd_stride, 0, _PLUS_ONE, ROWS, SCAN_BLOCK, SCAN_CHUNKS
     )
     freed, free_start = _exclusive_offsets(
-        first, bs, to_free_ptr, to_free_stride, to_free_ptr, to_free_stride, 0, _VALUE, ROWS, SCAN_BLOCK
+        first,
+        bs,
+        to_free_ptr,
+        to_free_stride,
+        to_free_ptr,
+        to_free_stride,
+        0,
+        _VALUE,
+        ROWS,
+        SCAN_BLOCK,
+        SCAN_CHUNKS,
     )
     live = first + tl.arange(0, ROWS) < bs
     request_slots = (first + tl.arange(0, ROWS)).to(tl.int64) * draft_token_num  # its first verify slot
@@ -434,37 +640,47 @@ def _target_cache_loc_kernel(
     lo = tl.maximum(-tgt_start, 0)
     hi = tl.minimum(tl.minimum(committed, draft_token_num), tgt_limit - tgt_start)
     hi = tl.where(live, hi, 0)
-    _copy_runs(
-        slots_ptr,
-        request_slots * slots_stride,
-        slots_stride,
-        tgt_ptr,
-        tgt_start * tgt_stride,
-        tgt_stride,
-        lo,
-        hi,
-        0,
-        COLS,
-        COLS,
+    accepted, accepted_at, accepted_mask = _load_run(
+        slots_ptr, request_slots * slots_stride, slots_stride, lo, hi, COLS
     )
     # Freed: verify column D - freed + i, inside [0, D).
     lo = tl.maximum(tl.maximum(-free_start, freed - draft_token_num), 0)
     hi = tl.where(live, tl.minimum(freed, free_limit - free_start), 0)
-    _copy_runs(
-        slots_ptr,
-        (request_slots + draft_token_num - freed) * slots_stride,
-        slots_stride,
-        free_ptr,
-        free_start * free_stride,
-        free_stride,
-        lo,
-        hi,
-        0,
-        COLS,
-        COLS,
-    )
+    freed_base = (request_slots + draft_token_num - freed) * slots_stride
+    released, released_at, released_mask = _load_run(slots_ptr, freed_base, slots_stride, lo, hi, COLS)
+    _store_run(tgt_ptr, tgt_start * tgt_stride, tgt_stride, accepted, accepted_at, accepted_mask)
+    _store_run(free_ptr, free_start * free_stride, free_stride, released, released_at, released_mask)
 
 
+@triton.jit
+def _listed_requests(first, unfinished_ptr, unfinished_stride, num_unfinished, bs, BLOCK: tl.constexpr):
+    """Entries ``first ..`` of the unfinished list: their request (int64) and whether it is a row."""
+    entry = (first + tl.arange(0, BLOCK)).to(tl.int64)
+    in_list = entry < num_unfinished
+    request = tl.load(unfinished_ptr + entry * unfinished_stride, mask=in_list, other=-1).to(tl.int64)
+    return request, in_list & (request >= 0) & (request < bs)
+
+
+@triton.jit
+def _committed(ncd_ptr, ncd_stride, request, mask):
+    """Committed tokens (ncd + 1, int64) of each request."""
+    return tl.load(ncd_ptr + request * ncd_stride, mask=mask, other=0).to(tl.int64) + 1
+
+
+@triton.jit
+def _advance_requests(
+    first, ncd_ptr, ncd_stride, seq_lens_ptr, seq_stride, filter_ptr, filter_stride, bs, BLOCK: tl.constexpr
+):
+    """Requests ``first ..``: ``seq_lens += ncd + 1`` and a zero filter."""
+    request = (first + tl.arange(0, BLOCK)).to(tl.int64)
+    live = request < bs
+    committed = _committed(ncd_ptr, ncd_stride, request, live)
+    seq = tl.load(seq_lens_ptr + request * seq_stride, mask=live, other=0)
+    tl.store(seq_lens_ptr + request * seq_stride, (seq.to(tl.int64) + committed).to(seq.dtype), mask=live)
+    tl.store(filter_ptr + request * filter_stride, tl.zeros([BLOCK], dtype=tl.int32), mask=live)
+
+
+@kernel
 @triton.jit
 def _accept_filter_kernel(
     ncd_ptr,
@@ -481,24 +697,23 @@ def _accept_filter_kernel(
 ):
     """A7 create_num_accept_tokens_filter in one program (grid (1,)): zero the filter and advance
     seq_lens, then (after a barrier, so that no zero lands on a count) write ncd+1 at the unfinished
-    rows. A duplicated unfinished row writes the same value twice."""
+    rows. The first block of the list and its counts are loaded before the zeros are stored (two
+    dependent levels when everything fits a block). A duplicated row writes the same value twice."""
+    request, valid = _listed_requests(0, unfinished_ptr, unfinished_stride, num_unfinished, bs, BLOCK)
+    committed = _committed(ncd_ptr, ncd_stride, request, valid)
     for first in range(0, bs, BLOCK):
-        request = (first + tl.arange(0, BLOCK)).to(tl.int64)
-        live = request < bs
-        committed = tl.load(ncd_ptr + request * ncd_stride, mask=live, other=0).to(tl.int64) + 1
-        seq = tl.load(seq_lens_ptr + request * seq_stride, mask=live, other=0)
-        tl.store(seq_lens_ptr + request * seq_stride, (seq.to(tl.int64) + committed).to(seq.dtype), mask=live)
-        tl.store(filter_ptr + request * filter_stride, tl.zeros([BLOCK], dtype=tl.int32), mask=live)
+        _advance_requests(
+            first, ncd_ptr, ncd_stride, seq_lens_ptr, seq_stride, filter_ptr, filter_stride, bs, BLOCK
+        )
     tl.debug_barrier()
-    for first in range(0, num_unfinished, BLOCK):
-        entry = (first + tl.arange(0, BLOCK)).to(tl.int64)
-        in_list = entry < num_unfinished
-        request = tl.load(unfinished_ptr + entry * unfinished_stride, mask=in_list, other=-1).to(tl.int64)
-        valid = in_list & (request >= 0) & (request < bs)
-        committed = tl.load(ncd_ptr + request * ncd_stride, mask=valid, other=0).to(tl.int64) + 1
+    tl.store(filter_ptr + request * filter_stride, committed.to(tl.int32), mask=valid)
+    for first in range(BLOCK, num_unfinished, BLOCK):
+        request, valid = _listed_requests(first, unfinished_ptr, unfinished_stride, num_unfinished, bs, BLOCK)
+        committed = _committed(ncd_ptr, ncd_stride, request, valid)
         tl.store(filter_ptr + request * filter_stride, committed.to(tl.int32), mask=valid)
 
 
+@kernel
 @triton.jit
 def _filter_finished_kernel(
     out_ptr,
@@ -515,34 +730,36 @@ def _filter_finished_kernel(
     ROWS: tl.constexpr,
     COLS: tl.constexpr,
     SCAN_BLOCK: tl.constexpr,
+    SCAN_CHUNKS: tl.constexpr,
 ):
     """A7 filter_finished_cache_loc: the first filter[b] of request b's ncd+1 committed slots (run at
     the exclusive cumsum of ncd+1 in ``tgt``) go to ``out`` at the exclusive cumsum of the filter.
     Grid: (cdiv(bs, ROWS),)."""
     first = tl.program_id(0) * ROWS
     kept, out_start = _exclusive_offsets(
-        first, bs, filter_ptr, filter_stride, filter_ptr, filter_stride, 0, _VALUE, ROWS, SCAN_BLOCK
+        first,
+        bs,
+        filter_ptr,
+        filter_stride,
+        filter_ptr,
+        filter_stride,
+        0,
+        _VALUE,
+        ROWS,
+        SCAN_BLOCK,
+        SCAN_CHUNKS,
     )
     committed, tgt_start = _exclusive_offsets(
-        first, bs, ncd_ptr, ncd_stride, ncd_ptr, ncd_stride, 0, _PLUS_ONE, ROWS, SCAN_BLOCK
+        first, bs, ncd_ptr, ncd_stride, ncd_ptr, ncd_stride, 0, _PLUS_ONE, ROWS, SCAN_BLOCK, SCAN_CHUNKS
     )
     lo = tl.maximum(tl.maximum(-out_start, -tgt_start), 0)
     hi = tl.minimum(tl.minimum(kept, committed), tl.minimum(out_limit - out_start, tgt_numel - tgt_start))
     _copy_runs(
-        tgt_ptr,
-        tgt_start * tgt_stride,
-        tgt_stride,
-        out_ptr,
-        out_start * out_stride,
-        out_stride,
-        lo,
-        hi,
-        0,
-        COLS,
-        COLS,
+        tgt_ptr, tgt_start * tgt_stride, tgt_stride, out_ptr, out_start * out_stride, out_stride, lo, hi, COLS
     )
 
 
+@kernel
 @triton.jit
 def _align_evict_mask_kernel(
     seq_lens_ptr,
@@ -550,34 +767,62 @@ def _align_evict_mask_kernel(
     mask_ptr,
     mask_stride,
     bs,
-    page_size,
     draft_token_num,
+    PAGE_SIZE: tl.constexpr,
     ROWS: tl.constexpr,
     COLS: tl.constexpr,
 ):
-    """A8: per request row of D flags, clear the flags of the page holding the last kept token. A row
-    belongs to one program, which reads it whole before clearing. Grid: (cdiv(bs, ROWS),)."""
+    """A8: per request row of D (<= COLS) flags, clear the flags of the page holding the last kept
+    token. A row belongs to one program, which reads it whole before clearing (one level).
+    Grid: (cdiv(bs, ROWS),)."""
     request = (tl.program_id(0) * ROWS + tl.arange(0, ROWS)).to(tl.int64)
     live = request < bs
-    freed = tl.zeros([ROWS], dtype=tl.int64)
-    for column0 in range(0, draft_token_num, COLS):
-        column = column0 + tl.arange(0, COLS)
-        inside = live[:, None] & (column[None, :] < draft_token_num)
-        entry = request[:, None] * draft_token_num + column[None, :]
-        flags = tl.load(mask_ptr + entry * mask_stride, mask=inside, other=0)
-        freed += tl.sum(flags.to(tl.int64), axis=1)
+    column = tl.arange(0, COLS)[None, :]
+    inside = live[:, None] & (column < draft_token_num)
+    entry = request[:, None] * draft_token_num + column
+    flags = tl.load(mask_ptr + entry * mask_stride, mask=inside, other=0)
     seq = tl.load(seq_lens_ptr + request * seq_stride, mask=live, other=0).to(tl.int64)
-    kept = draft_token_num - freed
+    kept = draft_token_num - tl.sum(flags.to(tl.int64), axis=1)
     # Offset, from the request's first verify slot, of the page holding its last kept token.
-    page_start = (_floor_div(seq + kept - 1, page_size) * page_size - seq)[:, None]
-    for column0 in range(0, draft_token_num, COLS):
-        column = column0 + tl.arange(0, COLS)
-        in_page = (column[None, :] >= page_start) & (column[None, :] < page_start + page_size)
-        clear = live[:, None] & (column[None, :] < draft_token_num) & in_page
-        entry = request[:, None] * draft_token_num + column[None, :]
-        tl.store(mask_ptr + entry * mask_stride, tl.zeros([ROWS, COLS], dtype=tl.int1), mask=clear)
+    page_start = (_floor_div(seq + kept - 1, PAGE_SIZE) * PAGE_SIZE - seq)[:, None]
+    clear = inside & (column >= page_start) & (column < page_start + PAGE_SIZE)
+    tl.store(mask_ptr + entry * mask_stride, tl.zeros([ROWS, COLS], dtype=tl.int1), mask=clear)
 
 
+@triton.jit
+def _rebuild_draft_chunk(
+    column0,
+    end,
+    draft_row,
+    draft_col_stride,
+    target_row,
+    target_col_stride,
+    target_len,
+    suffix,
+    prefix_len,
+    verify_row,
+    verify_col_stride,
+    block,
+    COLS: tl.constexpr,
+):
+    """Draft columns ``column0 .. column0+COLS-1`` (those below ``end``) of one request: the target
+    slot below ``prefix_len``, the verify slot in the ``block`` columns after it. Both sources are
+    loaded before the one store."""
+    column = column0 + tl.arange(0, COLS).to(tl.int64)
+    inside = column < end
+    in_prefix = column < prefix_len
+    target_column = suffix + column
+    from_target = inside & in_prefix & (target_column >= 0) & (target_column < target_len)
+    block_column = column - prefix_len
+    from_verify = inside & (block_column >= 0) & (block_column < block)
+    # The two sources are disjoint and each reads 0 where masked: their sum is the slot.
+    target_slot = tl.load(target_row + target_column * target_col_stride, mask=from_target, other=0)
+    verify_slot = tl.load(verify_row + block_column * verify_col_stride, mask=from_verify, other=0)
+    value = target_slot + verify_slot.to(tl.int32)
+    tl.store(draft_row + column * draft_col_stride, value, mask=from_target | from_verify)
+
+
+@kernel
 @triton.jit
 def _rebuild_compact_draft_kernel(
     draft_ptr,
@@ -602,66 +847,109 @@ def _rebuild_compact_draft_kernel(
     COLS: tl.constexpr,
 ):
     """A9: draft row ``rpi[b]`` = target row's ``[suffix, suffix + pl)`` then the request's ``block``
-    verify slots. Grid: (bs, column chunks), chunks grid-strided over the row."""
-    request = tl.program_id(0) + tl.arange(0, 1)
+    verify slots. Grid: (bs, column chunks), chunks grid-strided over the row. The first chunk is
+    straight-line code (no branch between the loads of a level: two levels)."""
+    request = tl.program_id(0).to(tl.int64)
     row, row_ok = _load_rows(rpi_ptr, rpi_stride, request, request >= 0, num_rows)
-    suffix = tl.load(suffix_ptr + request.to(tl.int64) * suffix_stride).to(tl.int64)
-    prefix_len = tl.load(prefix_ptr + request.to(tl.int64) * prefix_stride).to(tl.int64)
+    suffix = tl.load(suffix_ptr + request * suffix_stride).to(tl.int64)
+    prefix_len = tl.load(prefix_ptr + request * prefix_stride).to(tl.int64)
+    # Columns written lie below pl + block (and inside the draft row).
+    end = tl.where(row_ok, tl.minimum(tl.maximum(prefix_len + block, 0), draft_len), 0)
+    draft_row = draft_ptr + row * draft_row_stride
+    target_row = target_ptr + row * target_row_stride
+    verify_row = verify_ptr + request * verify_row_stride
+    chunk_step = tl.num_programs(1) * COLS
     first_column = tl.program_id(1) * COLS
-    column_step = tl.num_programs(1) * COLS
-    draft_base = row * draft_row_stride
-    # Prefix: draft column i < pl from target column suffix + i (both inside their rows).
-    lo = tl.maximum(-suffix, 0)
-    hi = tl.where(row_ok, tl.minimum(tl.minimum(prefix_len, draft_len), target_len - suffix), 0)
-    target_base = row * target_row_stride + suffix * target_col_stride
-    _copy_runs(
-        target_ptr,
-        target_base,
+    _rebuild_draft_chunk(
+        first_column.to(tl.int64),
+        end,
+        draft_row,
+        draft_col_stride,
+        target_row,
         target_col_stride,
-        draft_ptr,
-        draft_base,
-        draft_col_stride,
-        lo,
-        hi,
-        first_column,
-        column_step,
-        COLS,
-    )
-    # Verify block: draft column pl + j from verify column j < block.
-    lo = tl.maximum(-prefix_len, 0)
-    hi = tl.where(row_ok, tl.minimum(block, draft_len - prefix_len), 0)
-    verify_base = request.to(tl.int64) * verify_row_stride
-    _copy_runs(
-        verify_ptr,
-        verify_base,
+        target_len,
+        suffix,
+        prefix_len,
+        verify_row,
         verify_col_stride,
-        draft_ptr,
-        draft_base + prefix_len * draft_col_stride,
-        draft_col_stride,
-        lo,
-        hi,
-        first_column,
-        column_step,
+        block,
         COLS,
     )
+    for column0 in range(first_column + chunk_step, end.to(tl.int32), chunk_step):  # rows past the grid
+        _rebuild_draft_chunk(
+            tl.cast(column0, tl.int64),
+            end,
+            draft_row,
+            draft_col_stride,
+            target_row,
+            target_col_stride,
+            target_len,
+            suffix,
+            prefix_len,
+            verify_row,
+            verify_col_stride,
+            block,
+            COLS,
+        )
 
 
 # --------------------------------------------------------------------------------------------------
 # Providers (the op's provider signature; outputs allocated by the contract)
 
-#: Target number of request groups of the bandwidth-bound A4 kernel (about one per SM): groups grow
-#: with bs so that the prefix scans of all groups stay O(bs) work in total.
-_REQUEST_GROUPS = 128
-
-
-def _tile(config: LaunchConfig) -> tuple[int, int]:
-    """(requests, columns) of a ragged-copy tile of ``config.block`` elements, columns the wider."""
-    columns = 1 << (config.block.bit_length() // 2)
-    return max(config.block // columns, 1), columns
+#: Programs a latency-bound launch aims at (about half the H200's SMs). Beyond, requests (or entries)
+#: are packed several per program: every program of a ragged op sums all earlier lengths itself, so
+#: more programs would mostly multiply that L2 traffic.
+_LATENCY_PROGRAMS = 64
+#: Lanes per thread of a latency-bound tile (sets its warps: a few lanes each, no idle warps).
+_LATENCY_LANES_PER_THREAD = 4
+#: Most lanes per thread of one scan chunk (registers: one chunk of int64 lengths).
+_SCAN_LANES_PER_THREAD = 16
+#: Lanes per thread of a bandwidth-bound copy tile.
+_COPY_LANES_PER_THREAD = 8
 
 
 def _pow2(n: int) -> int:
-    return triton.next_power_of_2(max(n, 1))
+    return next_power_of_2(max(n, 1))
+
+
+def _warps(lanes: int, lanes_per_thread: int, warp_size: int, most: int) -> int:
+    """Warps (a power of two, 1 .. most) giving each thread about ``lanes_per_thread`` of ``lanes``."""
+    wanted = max(lanes // (lanes_per_thread * warp_size), 1)
+    return min(1 << (wanted.bit_length() - 1), most)
+
+
+def _latency_warps(config: LaunchConfig, lanes: int) -> int:
+    return _warps(lanes, _LATENCY_LANES_PER_THREAD, config.warp_size, config.num_warps)
+
+
+def _scanning_warps(config: LaunchConfig, lanes: int, count: int) -> int:
+    """Warps of a latency-bound program of ``lanes`` lanes that also scans ``count`` lengths."""
+    scan_warps = _warps(count, _SCAN_LANES_PER_THREAD, config.warp_size, config.num_warps)
+    return max(_latency_warps(config, lanes), scan_warps)
+
+
+def _copy_warps(config: LaunchConfig, lanes: int) -> int:
+    return _warps(lanes, _COPY_LANES_PER_THREAD, config.warp_size, config.copy_num_warps)
+
+
+def _rows(count: int, lanes_per_row: int, config: LaunchConfig) -> int:
+    """Requests (or entries) per program of a latency-bound launch over ``count`` of them, each a row
+    of ``lanes_per_row`` lanes (powers of two): at least a warp's lanes, at most ``config.block``."""
+    rows = max(_pow2(cdiv(count, _LATENCY_PROGRAMS)), config.warp_size // lanes_per_row)
+    return max(min(rows, config.block // lanes_per_row), 1)
+
+
+def _scan(count: int, config: LaunchConfig, num_warps: int) -> tuple[int, int]:
+    """(SCAN_BLOCK, SCAN_CHUNKS) of :func:`_exclusive_offsets` over ``count`` entries: chunks of at
+    most ``config.block`` entries and a few per thread, as many as cover ``count``."""
+    most = min(config.block, _SCAN_LANES_PER_THREAD * config.warp_size * num_warps)
+    block = min(_pow2(count), _pow2(most))
+    return block, max(cdiv(count, block), 1)
+
+
+def _scan_args(count: int, config: LaunchConfig, num_warps: int) -> dict[str, int]:
+    block, chunks = _scan(count, config, num_warps)
+    return {"SCAN_BLOCK": block, "SCAN_CHUNKS": chunks}
 
 
 def assign_extend_cache_locs(
@@ -716,8 +1004,10 @@ def _launch_window(
     to_table: bool,
 ) -> None:
     bs = req_pool_indices.shape[0]
-    rows, columns = _tile(config)
-    _window_kernel[(triton.cdiv(bs, rows),)](
+    columns = config.warp_size  # windows are data-dependent: a warp-wide chunk per iteration
+    rows = _rows(bs, columns, config)
+    num_warps = _scanning_warps(config, rows * columns, bs)
+    _window_kernel[(cdiv(bs, rows),)](
         req_pool_indices,
         req_pool_indices.stride(0),
         req_to_token,
@@ -734,8 +1024,8 @@ def _launch_window(
         TO_TABLE=to_table,
         ROWS=rows,
         COLS=columns,
-        SCAN_BLOCK=config.block,
-        num_warps=config.num_warps,
+        **_scan_args(bs, config, num_warps),
+        num_warps=num_warps,
     )
 
 
@@ -749,8 +1039,10 @@ def _launch_draft_slots(
     page_size: int,
     out: Tensor,
 ) -> None:
-    total = req_pool_indices.shape[0] * topk * num_steps
-    _draft_slots_kernel[(triton.cdiv(total, config.block),)](
+    bs = req_pool_indices.shape[0]
+    columns = _pow2(topk * num_steps)
+    rows = _rows(bs, columns, config)
+    _draft_slots_kernel[(cdiv(bs, rows),)](
         req_pool_indices,
         req_pool_indices.stride(0),
         req_to_token,
@@ -760,12 +1052,13 @@ def _launch_draft_slots(
         seq_lens.stride(0),
         out,
         out.stride(0),
-        total,
-        topk,
-        num_steps,
-        page_size,
-        BLOCK=config.block,
-        num_warps=config.num_warps,
+        bs,
+        TOPK=topk,
+        STEPS=num_steps,
+        PAGE_SIZE=page_size,
+        ROWS=rows,
+        COLS=columns,
+        num_warps=_latency_warps(config, rows * columns),
     )
 
 
@@ -808,12 +1101,16 @@ def generate_draft_decode_kv_indices(
 ) -> None:
     bs = req_pool_indices.shape[0]
     pool_len = req_to_token.shape[1]
-    copy_elements = max(config.copy_block_bytes // kv_indices.element_size(), 1)
-    rows = min(_pow2(triton.cdiv(bs, _REQUEST_GROUPS)), copy_elements)
-    columns = max(copy_elements // rows, 1)
+    tile = min(max(config.copy_block_bytes // kv_indices.element_size(), 1), _pow2(pool_len))
+    branches = bs * topk
+    # Short rows: the kv_indptr scan over the branches sets the warps of the (small) programs.
+    num_warps = max(_copy_warps(config, tile), _scanning_warps(config, tile, branches))
+    indptr_scan_block, indptr_scan_chunks = _scan(branches, config, num_warps)
+    # Branch blocks of kv_indptr: at least K branches each, so that the bs programs cover them.
+    indptr_block = max(indptr_scan_block, _pow2(topk))
     # The reference writes no position past its bound (each prefix lies within a row).
     limit = min(kv_indices.shape[1], topk * bs * pool_len + bs * topk * num_steps)
-    grid = (triton.cdiv(bs, rows), max(min(triton.cdiv(pool_len, columns), config.max_grid), 1))
+    grid = (bs, max(min(cdiv(pool_len, tile), config.max_grid), 1))
     _draft_kv_indices_kernel[grid](
         req_pool_indices,
         req_pool_indices.stride(0),
@@ -830,15 +1127,17 @@ def generate_draft_decode_kv_indices(
         kv_indptr,
         *kv_indptr.stride(),
         bs,
-        page_size,
-        topk,
-        num_steps,
-        ROWS=rows,
-        COLS=columns,
-        BRANCHES=_pow2(rows * topk),
-        STEPS=_pow2(num_steps),
-        SCAN_BLOCK=config.block,
-        num_warps=config.copy_num_warps,
+        PAGE_SIZE=page_size,
+        TOPK=topk,
+        STEPS=num_steps,
+        TILE=tile,
+        BRANCHES=_pow2(topk),
+        STEP_LANES=_pow2(num_steps),
+        **_scan_args(bs, config, num_warps),
+        INDPTR_BLOCK=indptr_block,
+        INDPTR_SCAN_BLOCK=indptr_scan_block,
+        INDPTR_SCAN_CHUNKS=indptr_scan_chunks,
+        num_warps=num_warps,
     )
 
 
@@ -847,7 +1146,9 @@ def fill_accept_out_cache_loc(
 ) -> None:
     # A [bs, W] view flattens without a copy unless its rows are not evenly strided (then reshape copies).
     flat_accept = accept_index.reshape(-1)
-    _compact_accepted_kernel[(triton.cdiv(size, config.block),)](
+    block = _rows(size, 1, config)
+    num_warps = _scanning_warps(config, block, size)
+    _compact_accepted_kernel[(cdiv(size, block),)](
         flat_accept,
         flat_accept.stride(0),
         out_cache_loc,
@@ -857,9 +1158,9 @@ def fill_accept_out_cache_loc(
         accept_out_cache_loc.stride(0),
         min(accept_out_cache_loc.shape[0], size),
         size,
-        BLOCK=config.block,
-        SCAN_BLOCK=config.block,
-        num_warps=config.num_warps,
+        BLOCK=block,
+        **_scan_args(size, config, num_warps),
+        num_warps=num_warps,
     )
 
 
@@ -876,7 +1177,9 @@ def get_src_tgt_cache_loc(
     to_free_num_slots: Tensor,
 ) -> None:
     bs, accepted = seq_lens.shape[0], accept_index.shape[0]
-    _src_tgt_kernel[(triton.cdiv(max(bs, accepted), config.block),)](
+    lanes = max(bs, accepted)
+    block = _rows(lanes, 1, config)
+    _src_tgt_kernel[(cdiv(lanes, block),)](
         seq_lens,
         seq_lens.stride(0),
         out_cache_loc,
@@ -895,9 +1198,9 @@ def get_src_tgt_cache_loc(
         to_free_num_slots.stride(0),
         bs,
         draft_token_num,
-        page_size,
-        BLOCK=config.block,
-        num_warps=config.num_warps,
+        PAGE_SIZE=page_size,
+        BLOCK=block,
+        num_warps=_latency_warps(config, block),
     )
 
 
@@ -912,8 +1215,10 @@ def get_target_cache_loc(
 ) -> None:
     bs = num_correct_drafts.shape[0]
     bound = bs * draft_token_num  # each run lies within the request's D verify slots
-    rows, columns = _tile(config)
-    _target_cache_loc_kernel[(triton.cdiv(bs, rows),)](
+    columns = _pow2(draft_token_num)
+    rows = _rows(bs, columns, config)
+    num_warps = _scanning_warps(config, rows * columns, bs)
+    _target_cache_loc_kernel[(cdiv(bs, rows),)](
         tgt_cache_loc,
         tgt_cache_loc.stride(0),
         min(tgt_cache_loc.shape[0], bound),
@@ -930,8 +1235,8 @@ def get_target_cache_loc(
         draft_token_num,
         ROWS=rows,
         COLS=columns,
-        SCAN_BLOCK=config.block,
-        num_warps=config.num_warps,
+        **_scan_args(bs, config, num_warps),
+        num_warps=num_warps,
     )
 
 
@@ -942,6 +1247,8 @@ def create_num_accept_tokens_filter(
     seq_lens: Tensor,
     num_accept_tokens_filter: Tensor,
 ) -> None:
+    bs = num_correct_drafts.shape[0]
+    block = min(_pow2(max(bs, unfinished_index.shape[0])), config.block)
     _accept_filter_kernel[(1,)](
         num_correct_drafts,
         num_correct_drafts.stride(0),
@@ -952,9 +1259,9 @@ def create_num_accept_tokens_filter(
         seq_lens.stride(0),
         num_accept_tokens_filter,
         num_accept_tokens_filter.stride(0),
-        num_correct_drafts.shape[0],
-        BLOCK=config.block,
-        num_warps=config.num_warps,
+        bs,
+        BLOCK=block,
+        num_warps=_latency_warps(config, block),
     )
 
 
@@ -966,8 +1273,10 @@ def filter_finished_cache_loc(
     num_accept_tokens_filter: Tensor,
 ) -> None:
     bs = num_correct_drafts.shape[0]
-    rows, columns = _tile(config)
-    _filter_finished_kernel[(triton.cdiv(bs, rows),)](
+    columns = config.warp_size  # runs are data-dependent: a warp-wide chunk per iteration
+    rows = _rows(bs, columns, config)
+    num_warps = _scanning_warps(config, rows * columns, bs)
+    _filter_finished_kernel[(cdiv(bs, rows),)](
         out_cache_loc,
         out_cache_loc.stride(0),
         min(out_cache_loc.shape[0], tgt_cache_loc.shape[0]),
@@ -981,8 +1290,8 @@ def filter_finished_cache_loc(
         bs,
         ROWS=rows,
         COLS=columns,
-        SCAN_BLOCK=config.block,
-        num_warps=config.num_warps,
+        **_scan_args(bs, config, num_warps),
+        num_warps=num_warps,
     )
 
 
@@ -990,18 +1299,19 @@ def align_evict_mask_to_page_size(
     config: LaunchConfig, seq_lens: Tensor, evict_mask: Tensor, page_size: int, draft_token_num: int
 ) -> None:
     bs = seq_lens.shape[0]
-    rows, columns = _tile(config)
-    _align_evict_mask_kernel[(triton.cdiv(bs, rows),)](
+    columns = _pow2(draft_token_num)
+    rows = _rows(bs, columns, config)
+    _align_evict_mask_kernel[(cdiv(bs, rows),)](
         seq_lens,
         seq_lens.stride(0),
         evict_mask,
         evict_mask.stride(0),
         bs,
-        page_size,
         draft_token_num,
+        PAGE_SIZE=page_size,
         ROWS=rows,
         COLS=columns,
-        num_warps=config.num_warps,
+        num_warps=_latency_warps(config, rows * columns),
     )
 
 
@@ -1016,8 +1326,9 @@ def rebuild_compact_draft_req_to_token(
 ) -> None:
     bs = req_pool_indices.shape[0]
     draft_len = draft_req_to_token.shape[1]
-    columns = max(config.copy_block_bytes // draft_req_to_token.element_size(), 1)
-    grid = (bs, max(min(triton.cdiv(draft_len, columns), config.max_grid), 1))
+    copy_elements = max(config.copy_block_bytes // draft_req_to_token.element_size(), 1)
+    columns = min(copy_elements, _pow2(draft_len))
+    grid = (bs, max(min(cdiv(draft_len, columns), config.max_grid), 1))
     _rebuild_compact_draft_kernel[grid](
         draft_req_to_token,
         *draft_req_to_token.stride(),
@@ -1036,7 +1347,7 @@ def rebuild_compact_draft_req_to_token(
         *verify_out_cache_loc.stride(),
         verify_out_cache_loc.shape[1],
         COLS=columns,
-        num_warps=config.copy_num_warps,
+        num_warps=_copy_warps(config, columns),
     )
 
 
