@@ -346,6 +346,24 @@ def _accept_locs_portable(
     src_loc.copy_(torch.where(accepted, source.long(), -1).flatten())
 
 
+#: Read-only ``[bs]`` tensors of W, per (device, bs, W): the segments of the accepted-token move.
+#: Made once (outside graph capture), so the move is two launches, not three with a fill.
+_UNIFORM_SEGMENT_LENS: dict[tuple[torch.device, int, int], Tensor] = {}
+_MAX_CACHED_SEGMENT_LENS = 1024
+
+
+def _uniform_segment_lens(device: torch.device, bs: int, width: int) -> Tensor:
+    key = (device, bs, width)
+    cached = _UNIFORM_SEGMENT_LENS.get(key)
+    if cached is not None:
+        return cached
+    lens = torch.full((bs,), width, dtype=torch.int64, device=device)
+    # A tensor made under capture lives in the graph's memory pool: never keep it past the graph.
+    if not is_capturing(device) and len(_UNIFORM_SEGMENT_LENS) < _MAX_CACHED_SEGMENT_LENS:
+        _UNIFORM_SEGMENT_LENS[key] = lens
+    return lens
+
+
 def move_accept_tokens_to_target_kvcache(
     kv: KVBuffers | list[KVBuffers],
     req_pool_indices: Tensor,
@@ -430,7 +448,7 @@ def move_accept_tokens_to_target_kvcache(
         src_loc,
     )
     # One segment per request: a kernel can hold a request's W rows before writing them.
-    segment_lens = torch.full((bs,), width, dtype=torch.int64, device=device)
+    segment_lens = _uniform_segment_lens(device, bs, width)
     if checking:
         _check_move_values(
             kvs, tgt_loc, src_loc, segment_lens, "req_to_token (target slots)", "out_cache_loc (source slots)"

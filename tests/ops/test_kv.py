@@ -311,3 +311,18 @@ def test_compiled_move_kv_cache_matches_eager():
     assert torch.equal(total, step(**eager))
     for actual, wanted in zip(compiled["kv"].buffers, eager["kv"].buffers, strict=True):
         assert_same_bits(actual, wanted)
+
+
+def test_accept_move_segments_are_made_once_and_never_under_capture(monkeypatch):
+    import spec_hal.ops.kv as kv_ops
+
+    monkeypatch.setattr(kv_ops, "_UNIFORM_SEGMENT_LENS", {})
+    cpu = torch.device("cpu")
+    first = kv_ops._uniform_segment_lens(cpu, 5, 4)
+    assert first.tolist() == [4] * 5 and first.dtype == torch.int64
+    assert kv_ops._uniform_segment_lens(cpu, 5, 4) is first  # no fill launch on later calls
+    assert kv_ops._uniform_segment_lens(cpu, 5, 3) is not first
+    monkeypatch.setattr(kv_ops, "is_capturing", lambda device: True)
+    captured = kv_ops._uniform_segment_lens(cpu, 7, 4)
+    assert captured.tolist() == [4] * 7
+    assert (cpu, 7, 4) not in kv_ops._UNIFORM_SEGMENT_LENS  # the graph's pool owns it

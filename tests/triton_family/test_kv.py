@@ -3,10 +3,12 @@
 * conformance cases through the public ops with the "triton" provider: the small cases and a few
   larger ones from the family's ``BUILDERS`` (B2 lanes beyond one program's block);
 * ``move_kv_cache`` on layouts the conformance cases do not reach, provider and portable reference
-  called directly on the same valid moves: segments longer than the lanes a program holds (staged
-  in-program), one large segment (the two-launch gather/scatter), many segments (the chunked
-  prefix sum), words narrower than 16 bytes, buffers of different slot strides, and a launch
-  configuration whose grid limit forces every loop past it;
+  called directly on the same valid moves: segments longer than a chunk (held in column slices,
+  or staged in-program through scratch, or both in one launch), one large segment (the two-launch
+  gather/scatter), one short unsegmented run, many segments (the chunked prefix sum), words
+  narrower than 16 bytes, buffers of different slot strides, small rows stacking several buffers
+  per tile with programs walking several blocks, and a launch configuration whose grid limit
+  forces every loop past it;
 * every vendor's launch configuration (registered explicitly: the interpreter otherwise runs them
   all with the interpreter configuration).
 """
@@ -102,6 +104,23 @@ def kv_of(
     return KVBuffers([(torch.randn(num_slots, *row, generator=gen) * 50).to(dtype) for _ in range(layers)])
 
 
+@pytest.fixture(autouse=True)
+def fresh_move_plans():
+    """Plans are cached per shape; tests that patch the planning constants must not see old ones."""
+    kv_kernels._move_plan.cache_clear()
+    yield
+    kv_kernels._move_plan.cache_clear()
+
+
+def config_with(copy_block_bytes: int) -> LaunchConfig:
+    return LaunchConfig("test", num_warps=1, block=64, copy_num_warps=1, copy_block_bytes=copy_block_bytes)
+
+
+def plan_of(config: LaunchConfig, kv: KVBuffers, num_lanes: int, num_segments: int):
+    layout = kv_kernels._layout(kv.buffers, kv.ptr_table, kv.vectorizable)
+    return kv_kernels._move_plan(config, layout, num_lanes, num_segments)
+
+
 def assert_move_matches(
     kv: KVBuffers,
     tgt: torch.Tensor,
@@ -117,13 +136,66 @@ def assert_move_matches(
 
 @pytest.mark.parametrize("idx_dtype", [torch.int32, torch.int64])
 def test_long_segments_are_staged(idx_dtype):
-    # Average 9.6 lanes -> programs hold 16 lanes: the 40-lane segment is staged through scratch,
-    # the others are packed into chunks (the zero-length segment included).
+    # Average 9.6 lanes -> chunks of 16 lanes; the interpreter's tile budget holds no more lanes
+    # than that, so the 40-lane segment is staged through scratch; the others are packed into
+    # chunks (the zero-length segment included).
     gen = torch.Generator().manual_seed(1)
     lens = [2, 40, 3, 0, 2, 1]
     kv = kv_of(gen, 80, (2, 4), torch.bfloat16)
+    plan = plan_of(INTERPRETER, kv, sum(lens), len(lens))
+    assert plan.held_lanes == 0 and plan.staged
     tgt, src = random_moves(gen, lens, 80)
     assert_move_matches(kv, tgt.to(idx_dtype), src.to(idx_dtype), torch.tensor(lens, dtype=idx_dtype))
+
+
+def test_long_segments_are_held():
+    # A larger tile budget holds 256 lanes in 16-byte column slices: no scratch is needed.
+    config = config_with(4096)
+    gen = torch.Generator().manual_seed(11)
+    lens = [2, 40, 3, 0, 2, 1]
+    kv = kv_of(gen, 80, (4, 8), torch.bfloat16, layers=3)
+    plan = plan_of(config, kv, sum(lens), len(lens))
+    assert plan.held_lanes >= 40 and plan.held_words < plan.tile_words and not plan.staged
+    tgt, src = random_moves(gen, lens, 80)
+    assert_move_matches(kv, tgt, src, torch.tensor(lens), config)
+
+
+def test_held_and_staged_segments_in_one_launch():
+    # Budget for 32 held lanes: the 20-lane segment is held, the 40-lane one staged.
+    config = config_with(512)
+    gen = torch.Generator().manual_seed(12)
+    lens = [2, 20, 40, 3, 0, 2, 1]
+    kv = kv_of(gen, 90, (2, 8), torch.bfloat16, layers=3)
+    plan = plan_of(config, kv, sum(lens), len(lens))
+    assert plan.lane_block < 20 <= plan.held_lanes < 40 and plan.staged
+    tgt, src = random_moves(gen, lens, 90)
+    assert_move_matches(kv, tgt, src, torch.tensor(lens, dtype=torch.int32), config)
+
+
+def test_one_short_segment_without_lengths():
+    # segment_lens None and few lanes: one in-register chunk, no lengths tensor; rows shift onto
+    # their neighbours (each row is both a source and a target).
+    gen = torch.Generator().manual_seed(13)
+    kv = kv_of(gen, 40, (2, 8), torch.bfloat16, layers=3)
+    tgt = torch.arange(5, 35)
+    assert_move_matches(kv, tgt, tgt + 1, None)
+    assert_move_matches(kv, tgt + 1, tgt, None)
+
+
+@pytest.mark.parametrize("target_programs", [1, 2048], ids=["one_group", "groups_of_two"])
+def test_buffer_blocks(monkeypatch, target_programs):
+    # Rows of 8 bytes: a tile stacks 4 buffers (2-word rows, 16 lanes); 13 buffers make 4 blocks,
+    # the last one partial. Programs walk 2 blocks each, or all 4 (one program per run and tile).
+    monkeypatch.setattr(kv_kernels, "_TARGET_PROGRAMS", target_programs)
+    config = config_with(512)
+    gen = torch.Generator().manual_seed(14)
+    lens = [4, 3, 4, 4, 1, 4]
+    kv = kv_of(gen, 60, (2,), torch.float32, layers=13)
+    plan = plan_of(config, kv, sum(lens), len(lens))
+    assert plan.buffer_block == 4
+    assert plan.launches[0][5] == (16 if target_programs == 1 else 8)
+    tgt, src = random_moves(gen, lens, 60)
+    assert_move_matches(kv, tgt, src, torch.tensor(lens), config)
 
 
 def test_one_large_segment_two_launches():
