@@ -29,8 +29,8 @@ FAMILY = {
 }
 CANDIDATES = [
     dataclasses.replace(HOPPER, name=f"copy{kib}k-w{warps}", copy_block_bytes=kib << 10, copy_num_warps=warps)
-    for kib in (4, 8, 16, 32)
-    for warps in (4, 8, 16)
+    for kib in (8, 16, 32)
+    for warps in (4, 8)
 ]
 
 
