@@ -556,12 +556,14 @@ def commit_mamba_states_after_verify(
             states, state_lines, track_lines, accept_index, accept_lens, draft_token_num, seq_lens, interval
         )
     if last_correct_step_indices is None or (tracking and mamba_steps_to_track is None):
+        track_interval = interval if mamba_steps_to_track is None else None
         computed_last, computed_track = verify_commit_step_indices(
             accept_index,
             accept_lens,
             draft_token_num,
             seq_lens,
-            interval if mamba_steps_to_track is None else None,
+            track_interval,
+            *_new_steps(accept_index, track_interval is not None),
         )
         if last_correct_step_indices is None:
             last_correct_step_indices = computed_last
@@ -580,6 +582,13 @@ def commit_mamba_states_after_verify(
     return last_correct_step_indices, mamba_steps_to_track
 
 
+def _new_steps(accept_index: Tensor, tracking: bool) -> tuple[Tensor, Tensor | None]:
+    """G3's computed steps (int64 ``[bs]``): G3 has no output parameters, so it allocates them, also
+    under graph capture (their size depends on bs alone; the graph's pool keeps them for replays)."""
+    last = torch.empty((accept_index.shape[0],), dtype=torch.int64, device=accept_index.device)
+    return last, torch.empty_like(last) if tracking else None
+
+
 def _commit_with_computed_steps(
     states: MambaVerifyStates,
     state_lines: Tensor,
@@ -591,8 +600,9 @@ def _commit_with_computed_steps(
     mamba_track_interval: int | None,
 ) -> tuple[Tensor, Tensor | None]:
     """G3 without caller steps: G1's and G2's checks, then the one device op."""
+    last, track = _new_steps(accept_index, mamba_track_interval is not None)
     device, last, track = _checked_step_args(
-        accept_index, accept_lens, draft_token_num, seq_lens, mamba_track_interval, None, None
+        accept_index, accept_lens, draft_token_num, seq_lens, mamba_track_interval, last, track
     )
     _, conv_list, windows_list = _checked_scatter_args(
         states.ssm_states,

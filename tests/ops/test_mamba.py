@@ -267,6 +267,26 @@ def test_commit_dispatches(given, dispatched):
     assert {opdef.name for opdef in opdefs if opdef._bound} == dispatched
 
 
+@pytest.mark.parametrize("given", [(), ("last",)])
+def test_commit_allocates_its_steps_under_graph_capture(monkeypatch, given):
+    """G3 has no output parameters: the steps it computes are allocated even while a graph captures
+    (the optional outputs of other ops must be passed then)."""
+    import spec_hal.runtime
+
+    kwargs = mamba_cases.build_commit_mamba_states_after_verify(CPU, bs=4, mamba_track_interval=2, seed=6)
+    if "last" in given:
+        kwargs["last_correct_step_indices"] = torch.tensor([0, 1, 2, 3])
+    given_last = kwargs.get("last_correct_step_indices")
+    expected_last, expected_track, _, _ = _commit_oracle(
+        kwargs, last=None if given_last is None else given_last.tolist()
+    )
+    monkeypatch.setattr(spec_hal.runtime, "is_capturing", lambda device: True)
+    with pytest.raises(ValueError, match="left None during graph capture"):
+        ops.verify_commit_step_indices(kwargs["accept_index"], kwargs["accept_lens"], 4)
+    last, track = ops.commit_mamba_states_after_verify(**kwargs)
+    assert last.tolist() == expected_last and track.tolist() == expected_track
+
+
 def test_commit_nothing_to_do():
     kwargs = mamba_cases.build_commit_mamba_states_after_verify(CPU, bs=3)
     assert (
