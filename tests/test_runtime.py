@@ -45,23 +45,33 @@ def fake_module(log: list[str], *, can_register: bool) -> types.SimpleNamespace:
     )
 
 
-def runtime_with(module: types.SimpleNamespace) -> TorchDeviceRuntime:
-    rt = TorchDeviceRuntime("cuda")
+def runtime_with(module: types.SimpleNamespace, device_type: str = "cuda") -> TorchDeviceRuntime:
+    rt = TorchDeviceRuntime(device_type)
     rt._module = module
     return rt
 
 
 def test_generators_are_registered_before_the_capture():
     log: list[str] = []
-    rt = runtime_with(fake_module(log, can_register=True))
+    # The fake runtime is of type "cpu" so that CPU generators (the only ones here) are its own.
+    rt = runtime_with(fake_module(log, can_register=True), "cpu")
     generators = [torch.Generator().manual_seed(11), torch.Generator().manual_seed(12)]
-    replay = rt.capture_graph(lambda: log.append("fn"), torch.device("cuda"), generators)
+    replay = rt.capture_graph(lambda: log.append("fn"), torch.device("cpu"), generators)
     replay()
     assert log == ["fn", "register 11", "register 12", "capture begins", "fn", "capture ends", "replay"]
 
 
 def test_a_graph_that_cannot_register_generators_is_an_error_naming_them():
-    rt = runtime_with(fake_module([], can_register=False))
+    rt = runtime_with(fake_module([], can_register=False), "cpu")
     with pytest.raises(ValueError, match="generators: .*cannot register"):
-        rt.capture_graph(lambda: None, torch.device("cuda"), [torch.Generator()])
+        rt.capture_graph(lambda: None, torch.device("cpu"), [torch.Generator()])
     rt.capture_graph(lambda: None, torch.device("cuda"))  # no generator: nothing to register
+
+
+def test_a_host_generator_is_refused_before_the_capture():
+    """Host draws are baked into a graph at capture; registering a CPU generator crashed torch."""
+    log: list[str] = []
+    rt = runtime_with(fake_module(log, can_register=True))
+    with pytest.raises(ValueError, match="generators: expected cuda generators"):
+        rt.capture_graph(lambda: log.append("fn"), torch.device("cuda"), [torch.Generator()])
+    assert "capture begins" not in log

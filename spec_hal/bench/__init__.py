@@ -247,7 +247,11 @@ def _measure(
             row["host"] = time_host(calls[0])
             if runtime.supports_graph_capture(device):
                 try:
-                    generators = [v for v in inputs[0].values() if isinstance(v, torch.Generator)]
+                    generators = [
+                        v
+                        for v in inputs[0].values()
+                        if isinstance(v, torch.Generator) and v.device.type == device.type
+                    ]
                     row["graph"] = time_graph(calls[0], device, generators=generators)
                 except Exception as exc:  # an uncapturable provider is a finding, not a crash
                     row["graph_error"] = f"{type(exc).__name__}: {exc}"

@@ -95,6 +95,11 @@ class TorchDeviceRuntime:
         graph = graph_class()
         for generator in generators:
             # A generator the captured ops draw from must be registered so each replay advances it.
+            if generator.device.type != self.device_type:
+                raise ValueError(
+                    f"generators: expected {self.device_type} generators (a graph replays device draws only), "
+                    f"got one on {generator.device}"
+                )
             register = getattr(graph, "register_generator_state", None)
             if register is None:
                 raise ValueError(f"generators: {graph_class.__name__} cannot register a torch.Generator")
