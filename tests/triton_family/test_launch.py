@@ -105,6 +105,21 @@ def test_launch_hooks_and_the_interpreter_take_the_jit_path(fake_runtime, monkey
     assert all(not c.launches for c in jit.binaries.values())
 
 
+def test_an_empty_hook_chain_is_no_hook(fake_runtime, monkeypatch):
+    """Triton 3.6 keeps a HookChain (never None) as the launch hook: empty, it must not force the JIT
+    path (the H200 profile showed every launch taking it)."""
+    chain = types.SimpleNamespace(calls=[])
+    monkeypatch.setattr(launch.knobs.runtime, "launch_enter_hook", chain)
+    jit = FakeJit()
+    kernel = Kernel(jit)
+    for _ in range(3):
+        kernel[(1,)](7, BLOCK=64)
+    assert len(jit.jit_launches) == 2
+    chain.calls.append(lambda *args: None)
+    kernel[(1,)](7, BLOCK=64)
+    assert len(jit.jit_launches) == 3
+
+
 def test_host_helpers_match_triton():
     for n in range(0, 2100):
         assert next_power_of_2(n) == triton.next_power_of_2(n)

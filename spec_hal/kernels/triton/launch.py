@@ -39,7 +39,7 @@ class Kernel:
         return lambda *args, **kwargs: self.launch(grid, args, kwargs)
 
     def launch(self, grid: Sequence[int], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        if _INTERPRETED or knobs.runtime.launch_enter_hook is not None:
+        if _INTERPRETED or _launch_hooks_installed():
             self.jit[grid](*args, **kwargs)
             return
         active = driver.active
@@ -69,6 +69,16 @@ class Kernel:
             None,
             *bound.values(),
         )
+
+
+def _launch_hooks_installed() -> bool:
+    """A launch hook is set: None when there is none, except Triton 3.6's ``HookChain`` (never None)
+    whose ``calls`` list is empty then."""
+    hook = knobs.runtime.launch_enter_hook
+    if hook is None:
+        return False
+    calls = getattr(hook, "calls", None)
+    return calls is None or bool(calls)
 
 
 def cdiv(numerator: int, divisor: int) -> int:
