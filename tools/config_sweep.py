@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib
+import os
 import sys
 
 from spec_hal import ops as public_ops
@@ -27,10 +28,11 @@ FAMILY = {
     "generate_draft_decode_kv_indices": "index",
     "commit_mamba_states_after_verify": "mamba",
 }
+#: ``SWEEP_KIB`` / ``SWEEP_WARPS`` (comma-separated) override the tile sizes and warp counts tried.
 CANDIDATES = [
     dataclasses.replace(HOPPER, name=f"copy{kib}k-w{warps}", copy_block_bytes=kib << 10, copy_num_warps=warps)
-    for kib in (8, 16, 32)
-    for warps in (4, 8)
+    for kib in (int(k) for k in os.environ.get("SWEEP_KIB", "8,16,32").split(","))
+    for warps in (int(w) for w in os.environ.get("SWEEP_WARPS", "4,8").split(","))
 ]
 
 
