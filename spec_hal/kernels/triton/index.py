@@ -1087,6 +1087,9 @@ def assign_draft_cache_locs_contiguous(
     _launch_draft_slots(config, req_pool_indices, req_to_token, seq_lens, topk, num_steps, page_size, out)
 
 
+_DRAFT_KV_TILE_DIVISOR = 4
+
+
 def generate_draft_decode_kv_indices(
     config: LaunchConfig,
     req_pool_indices: Tensor,
@@ -1101,7 +1104,11 @@ def generate_draft_decode_kv_indices(
 ) -> None:
     bs = req_pool_indices.shape[0]
     pool_len = req_to_token.shape[1]
-    tile = min(max(config.copy_block_bytes // kv_indices.element_size(), 1), _pow2(pool_len))
+    # A program writes its prefix tile into all K*S lists (unaligned runs, not 16-byte vectors):
+    # quarter-size tiles give 4x the programs; on the H200, 2 KiB tiles beat 8 KiB ones by 1.3x at
+    # 32k context (tools/config_sweep.py, 2026-11-30).
+    tile_bytes = max(config.copy_block_bytes // _DRAFT_KV_TILE_DIVISOR, kv_indices.element_size())
+    tile = min(tile_bytes // kv_indices.element_size(), _pow2(pool_len))
     branches = bs * topk
     # Short rows: the kv_indptr scan over the branches sets the warps of the (small) programs.
     num_warps = max(_copy_warps(config, tile), _scanning_warps(config, tile, branches))
