@@ -22,7 +22,7 @@ python3 -m spec_hal info > "$OUT/info.txt" 2>&1; tail -n +1 "$OUT/info.txt" | he
 
 step conformance
 timeout "${CHECK_TIMEOUT:-300}" python3 -m spec_hal check --device cuda --report "$OUT/conformance-cuda.json" \
-    --inductor-ops assign_extend_cache_locs,move_kv_cache,verify_tree_greedy,draft_topk1_postprocess,generate_simulated_accept_index,verify_commit_step_indices 2>&1 | tee "$OUT/check.log" | tail -60
+    --inductor-ops assign_extend_cache_locs,move_kv_cache,verify_tree_greedy,draft_topk1_postprocess,generate_simulated_accept_index,verify_commit_step_indices,commit_mamba_states_after_verify 2>&1 | tee "$OUT/check.log" | tail -60
 
 step bench
 timeout "${BENCH_TIMEOUT:-200}" python3 -m spec_hal bench --device cuda --sizes "${BENCH_SIZES:-full}" \

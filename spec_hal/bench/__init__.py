@@ -155,9 +155,11 @@ def bytes_moved(op: str, kwargs: dict[str, Any]) -> int:
     if op in ("move_kv_cache", "move_accept_tokens_to_target_kvcache"):
         kv = kwargs["kv"]
         pools = kv if isinstance(kv, (list, tuple)) else [kv]
+        # Lanes moved: both slots present (a lane with -1 on one side moves nothing). The accepted-
+        # token move's slot lists are its outputs, written by the measured calls.
         lanes = (
-            int((kwargs["tgt_loc"] >= 0).sum())
-            if "tgt_loc" in kwargs
+            int(((kwargs["tgt_loc"] >= 0) & (kwargs["src_loc"] >= 0)).sum())
+            if kwargs.get("tgt_loc") is not None
             else int(kwargs["num_correct_drafts"].sum()) + kwargs["num_correct_drafts"].numel()
         )
         return sum(2 * lanes * len(p.buffers) * p.row_bytes for p in pools)
