@@ -163,6 +163,23 @@ def bytes_moved(op: str, kwargs: dict[str, Any]) -> int:
             else int(kwargs["num_correct_drafts"].sum()) + kwargs["num_correct_drafts"].numel()
         )
         return sum(2 * lanes * len(p.buffers) * p.row_bytes for p in pools)
+    if op == "generate_draft_decode_kv_indices":
+        # §P: the prefix slots read once, written into K*S lists, plus the draft suffix and indptr.
+        bs, k, s = kwargs["seq_lens"].numel(), kwargs["topk"], kwargs["num_steps"]
+        prefix = int(kwargs["seq_lens"].sum())
+        return (
+            4 * (prefix + bs * k * s) + 4 * s * k * prefix + 2 * bs * k * s * (s + 1) + 4 * s * (bs * k + 1)
+        )
+    if op == "draft_extend_topk1_postprocess":
+        # §P: only the selected logits rows are read; the gathered rows are read and written.
+        rows = kwargs["row_indices"].numel()
+        logits = kwargs["logits"]
+        gathered = sum(
+            t.shape[1] * t.element_size()
+            for t in (kwargs.get("hidden_states"), kwargs.get("dsa_topk_indices"))
+            if t is not None
+        )
+        return rows * logits.shape[1] * logits.element_size() + 2 * rows * gathered
     if op == "scatter_mamba_states_after_mtp_verify":
         return _state_bytes(
             kwargs["ssm_states"],
