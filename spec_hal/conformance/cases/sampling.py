@@ -725,6 +725,15 @@ def _edge_cases() -> list[Case]:
         ),
         _edge("draft_extend_topk1_postprocess", "one_row", bs=3, num_rows=1),
         _edge("draft_extend_topk1_postprocess", "wide_vocab", bs=2, vocab=wide, hidden_size=0, dsa_width=0),
+        # The row gathers ride on the slice programs of a split argmax: a kernel variant of its own.
+        _edge(
+            "draft_extend_topk1_postprocess",
+            "wide_vocab_gathers",
+            bs=2,
+            vocab=wide,
+            hidden_size=40,
+            dsa_width=6,
+        ),
     ]
 
 

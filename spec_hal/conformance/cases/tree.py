@@ -423,6 +423,10 @@ def cases() -> list[Case]:
         out.append(_case("fill_bonus_tokens", label, **chain))
     # Edge variants.
     base = {"bs": 3, "topk": 4, "num_steps": 3, "idx_dtype": torch.int32, "seed": 5}
+    # Rows wider than a kernel loads whole with the lengths (another code path).
+    out.append(
+        _case("fill_bonus_tokens", "wide_rows", kind="edge", bs=3, num_steps=20, idx_dtype=torch.int32)
+    )
     out.append(_case("organize_draft_results", "ties", kind="edge", ties=True, **base))
     out.append(
         _case("build_tree_kernel_efficient", "malformed_full_mask", "edge", mode=0, malformed=True, **base)
