@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from ..opdef import define_op
-from ..runtime import is_capturing
+from ..runtime import is_capturing, synchronize
 from ..validation import (
     check_index,
     check_non_negative,
@@ -360,6 +360,7 @@ def _uniform_segment_lens(device: torch.device, bs: int, width: int) -> Tensor:
     lens = torch.full((bs,), width, dtype=torch.int64, device=device)
     # A tensor made under capture lives in the graph's memory pool: never keep it past the graph.
     if not is_capturing(device) and len(_UNIFORM_SEGMENT_LENS) < _MAX_CACHED_SEGMENT_LENS:
+        synchronize(device)  # once per key: later calls on any stream read it filled
         _UNIFORM_SEGMENT_LENS[key] = lens
     return lens
 

@@ -59,6 +59,8 @@ def fake_runtime(monkeypatch):
     monkeypatch.setattr(launch, "driver", types.SimpleNamespace(active=driver))
     monkeypatch.setattr(launch, "_INTERPRETED", False)
     monkeypatch.setattr(launch.knobs.runtime, "launch_enter_hook", None)
+    monkeypatch.setattr(launch.knobs.runtime, "launch_exit_hook", None)
+    monkeypatch.setattr(launch.knobs.runtime, "debug", False)
     return driver
 
 
@@ -103,6 +105,21 @@ def test_launch_hooks_and_the_interpreter_take_the_jit_path(fake_runtime, monkey
     kernel[(1,)](7, BLOCK=64)
     assert len(jit.jit_launches) == 4
     assert all(not c.launches for c in jit.binaries.values())
+
+
+def test_an_exit_hook_or_a_debug_switch_is_honoured(fake_runtime, monkeypatch):
+    jit = FakeJit()
+    kernel = Kernel(jit)
+    for _ in range(3):
+        kernel[(1,)](7, BLOCK=64)
+    assert len(jit.jit_launches) == 2
+    monkeypatch.setattr(launch.knobs.runtime, "launch_exit_hook", lambda *args: None)
+    kernel[(1,)](7, BLOCK=64)
+    assert len(jit.jit_launches) == 3
+    monkeypatch.setattr(launch.knobs.runtime, "launch_exit_hook", None)
+    monkeypatch.setattr(launch.knobs.runtime, "debug", True)  # Triton compiles debug binaries then
+    kernel[(1,)](7, BLOCK=64)
+    assert len(jit.jit_launches) == 4
 
 
 def test_an_empty_hook_chain_is_no_hook(fake_runtime, monkeypatch):

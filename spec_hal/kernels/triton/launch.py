@@ -49,7 +49,9 @@ class Kernel:
             self.jit[grid](*args, **kwargs)  # the device's first launch builds Triton's caches
             return
         bound, specialization, options = caches[-1](*args, **kwargs)
-        key = (device, tuple(specialization), tuple(options.items()))
+        # The JIT adds these knobs to every compile: a switch must not reuse a binary built without.
+        knobs_state = (knobs.runtime.debug, knobs.compilation.instrumentation_mode)
+        key = (device, tuple(specialization), tuple(options.items()), knobs_state)
         compiled = self._compiled.get(key)
         if compiled is None:
             compiled = self.jit[grid](*args, **kwargs)  # compiles (or finds) Triton's binary for it
@@ -72,13 +74,12 @@ class Kernel:
 
 
 def _launch_hooks_installed() -> bool:
-    """A launch hook is set: None when there is none, except Triton 3.6's ``HookChain`` (never None)
-    whose ``calls`` list is empty then."""
-    hook = knobs.runtime.launch_enter_hook
-    if hook is None:
-        return False
-    calls = getattr(hook, "calls", None)
-    return calls is None or bool(calls)
+    """A launch enter or exit hook is set: None when there is none, except Triton 3.6's ``HookChain``
+    (never None) whose ``calls`` list is empty then."""
+    for hook in (knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook):
+        if hook is not None and getattr(hook, "calls", True):
+            return True
+    return False
 
 
 def cdiv(numerator: int, divisor: int) -> int:
