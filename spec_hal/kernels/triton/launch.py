@@ -9,7 +9,8 @@ compiled kernel is cached per (device, specialisation, options) and its launcher
 
 Launches fall back to the plain JIT path when the fast one cannot apply: under ``TRITON_INTERPRET=1``,
 while a Triton launch hook is installed (profilers), on a device's first launch and on every new
-specialisation (which compiles through Triton and is then cached here).
+specialisation (which compiles through Triton and is then cached here). The fast path runs no
+``JITFunction`` pre-run hooks: the family's kernels register none.
 """
 
 from __future__ import annotations
