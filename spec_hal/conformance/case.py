@@ -10,6 +10,8 @@ integers exactly, floats with the tolerance table (:mod:`spec_hal.conformance.to
 A :class:`BadCase` builds arguments that must raise ``error`` with a message matching ``match``
 (the argument's name). ``value_check`` marks errors that need the data (ranges, negative lengths,
 narrowing): those are raised on CPU tensors always and on accelerators only with SPEC_HAL_DEBUG=1.
+Family modules write them with :func:`bad_case`: a valid call (a builder at fixed sizes) with one
+argument broken by :func:`with_changes`, :func:`with_entry` for a bad value inside a tensor.
 """
 
 from __future__ import annotations
@@ -49,14 +51,53 @@ class BadCase:
     value_check: bool = False
 
 
+def bad_case(
+    op: str,
+    name: str,
+    build: Builder,
+    error: type[Exception],
+    match: str,
+    /,
+    *,
+    value_check: bool = False,
+    **changes: Any,
+) -> BadCase:
+    """A :class:`BadCase` of ``op``: the valid arguments of ``build`` with ``changes`` applied (see
+    :func:`with_changes`). The leading parameters are positional-only so that any argument name of
+    an op can be a change."""
+    return BadCase(op, name, with_changes(build, **changes), error, match, value_check)
+
+
 def with_changes(builder: Builder, **changes: Any) -> Builder:
-    """``builder``'s arguments with ``changes`` applied: a value replaces an argument, a callable is
-    called with the device (bad cases: one argument broken, the rest valid)."""
+    """``builder``'s arguments with ``changes`` applied (bad cases: one argument broken, the rest
+    valid). A callable change maps the argument's current value to its new one; any other value
+    replaces the argument, a tensor (or a list of them) copied onto the case's device, so that cases
+    are written with host tensors and no two builds share one."""
 
     def build(device: torch.device) -> dict[str, Any]:
         kwargs = builder(device)
         for name, change in changes.items():
-            kwargs[name] = change(device) if callable(change) else change
+            kwargs[name] = change(kwargs[name]) if callable(change) else _onto(device, change)
         return kwargs
 
     return build
+
+
+def with_entry(at: int | tuple[int, ...], value: int | float) -> Callable[[torch.Tensor], torch.Tensor]:
+    """A change for :func:`with_changes`: a copy of the tensor with ``tensor[at] = value`` (one
+    out-of-range entry in otherwise valid data, for a value check)."""
+
+    def change(tensor: torch.Tensor) -> torch.Tensor:
+        tensor = tensor.clone()
+        tensor[at] = value
+        return tensor
+
+    return change
+
+
+def _onto(device: torch.device, value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.to(device, copy=True)
+    if isinstance(value, list):
+        return [_onto(device, item) for item in value]
+    return value

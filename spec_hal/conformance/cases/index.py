@@ -9,13 +9,14 @@ shows. ``req_pool_indices`` is int64 on odd seeds whatever ``idx_dtype`` is (the
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from .. import grid
-from ..case import BadCase, Case
+from ..case import BadCase, Case, bad_case, with_entry
 
 Kwargs = dict[str, Any]
 
@@ -648,66 +649,12 @@ def cases() -> list[Case]:
 # --------------------------------------------------------------------------------------------------
 # Bad cases
 
+#: Sizes of the valid call whose arguments each bad case breaks.
 _BASE = {"bs": 3, "topk": 2, "num_steps": 2, "page_size": 4, "seed": 2}
 
 
-def _bad(
-    op: str,
-    name: str,
-    change: Callable[[Kwargs], None],
-    error: type[Exception],
-    match: str,
-    *,
-    value_check: bool = False,
-) -> BadCase:
-    """A valid case of ``op`` with ``change`` applied to its keyword arguments."""
-
-    def build(device: torch.device) -> Kwargs:
-        kwargs = BUILDERS[op](device, **_BASE)
-        change(kwargs)
-        return kwargs
-
-    return BadCase(op, name, build, error, match, value_check)
-
-
-def _set(**values: Any) -> Callable[[Kwargs], None]:
-    """Replace arguments; host tensors move to the case's device."""
-
-    def change(kwargs: Kwargs) -> None:
-        device = next(v.device for v in kwargs.values() if isinstance(v, torch.Tensor))
-        kwargs.update(
-            {k: v.to(device, copy=True) if isinstance(v, torch.Tensor) else v for k, v in values.items()}
-        )
-
-    return change
-
-
-def _retype(name: str, dtype: torch.dtype) -> Callable[[Kwargs], None]:
-    def change(kwargs: Kwargs) -> None:
-        kwargs[name] = kwargs[name].to(dtype)
-
-    return change
-
-
-def _edit(name: str, fn: Callable[[torch.Tensor], torch.Tensor]) -> Callable[[Kwargs], None]:
-    def change(kwargs: Kwargs) -> None:
-        kwargs[name] = fn(kwargs[name])
-
-    return change
-
-
-def _poke(name: str, value: int, at: int = 0) -> Callable[[Kwargs], None]:
-    """Set one element (flat index ``at``) of argument ``name``."""
-
-    def change(kwargs: Kwargs) -> None:
-        tensor = kwargs[name].clone()
-        tensor.view(-1)[at] = value
-        kwargs[name] = tensor
-
-    return change
-
-
 def bad_cases() -> list[BadCase]:
+    valid = {op: functools.partial(builder, **_BASE) for op, builder in BUILDERS.items()}
     big = 2**31
     a1, a1u, a2 = "assign_extend_cache_locs", "assign_extend_cache_locs_uniform", "assign_req_to_token_pool"
     a3, a4, a5 = (
@@ -719,295 +666,437 @@ def bad_cases() -> list[BadCase]:
     a7, a7f = "create_num_accept_tokens_filter", "filter_finished_cache_loc"
     a8, a9 = "align_evict_mask_to_page_size", "rebuild_compact_draft_req_to_token"
     return [
-        _bad(a1, "req_to_token-int64", _retype("req_to_token", torch.int64), TypeError, "req_to_token"),
-        _bad(a1, "out-int32", _retype("out", torch.int32), TypeError, "out"),
-        _bad(a1, "start-float", _retype("start", torch.float32), TypeError, "start"),
-        _bad(a1, "end-short", _edit("end", lambda t: t[:-1]), ValueError, "end"),
-        _bad(a1, "out-2d", _edit("out", lambda t: t.view(1, -1)), ValueError, "out"),
-        _bad(a1, "out-on-meta", _edit("out", lambda t: t.to("meta")), ValueError, "out"),
-        _bad(
+        bad_case(
+            a1,
+            "req_to_token-int64",
+            valid[a1],
+            TypeError,
+            "req_to_token",
+            req_to_token=lambda t: t.to(torch.int64),
+        ),
+        bad_case(a1, "out-int32", valid[a1], TypeError, "out", out=lambda t: t.to(torch.int32)),
+        bad_case(a1, "start-float", valid[a1], TypeError, "start", start=lambda t: t.to(torch.float32)),
+        bad_case(a1, "end-short", valid[a1], ValueError, "end", end=lambda t: t[:-1]),
+        bad_case(a1, "out-2d", valid[a1], ValueError, "out", out=lambda t: t.view(1, -1)),
+        bad_case(a1, "out-on-meta", valid[a1], ValueError, "out", out=lambda t: t.to("meta")),
+        bad_case(
             a1,
             "rpi-out-of-range",
-            _poke("req_pool_indices", 99),
+            valid[a1],
             ValueError,
             "req_pool_indices",
             value_check=True,
+            req_pool_indices=with_entry(0, 99),
         ),
-        _bad(
+        bad_case(
             a1,
             "end-before-start",
-            _set(start=torch.tensor([5, 5, 5]), end=torch.tensor([6, 4, 6])),
+            valid[a1],
             ValueError,
             "end",
             value_check=True,
+            start=torch.tensor([5, 5, 5]),
+            end=torch.tensor([6, 4, 6]),
         ),
-        _bad(a1, "end-past-row", _poke("end", 10_000), ValueError, "end", value_check=True),
-        _bad(a1, "out-too-small", _edit("out", lambda t: t[:1]), ValueError, "out", value_check=True),
-        _bad(a1u, "draft_token_num-zero", _set(draft_token_num=0), ValueError, "draft_token_num"),
-        _bad(a1u, "draft_token_num-float", _set(draft_token_num=2.0), TypeError, "draft_token_num"),
-        _bad(a1u, "out-wrong-size", _edit("out", lambda t: t[:-1]), ValueError, "out"),
-        _bad(a1u, "out-int32", _retype("out", torch.int32), TypeError, "out"),
-        _bad(a1u, "start-past-row", _poke("start", 10_000), ValueError, "start", value_check=True),
-        _bad(a2, "out_cache_loc-float", _retype("out_cache_loc", torch.float32), TypeError, "out_cache_loc"),
-        _bad(a2, "req_to_token-1d", _edit("req_to_token", lambda t: t.view(-1)), ValueError, "req_to_token"),
-        _bad(
+        bad_case(
+            a1, "end-past-row", valid[a1], ValueError, "end", value_check=True, end=with_entry(0, 10_000)
+        ),
+        bad_case(a1, "out-too-small", valid[a1], ValueError, "out", value_check=True, out=lambda t: t[:1]),
+        bad_case(a1u, "draft_token_num-zero", valid[a1u], ValueError, "draft_token_num", draft_token_num=0),
+        bad_case(a1u, "draft_token_num-float", valid[a1u], TypeError, "draft_token_num", draft_token_num=2.0),
+        bad_case(a1u, "out-wrong-size", valid[a1u], ValueError, "out", out=lambda t: t[:-1]),
+        bad_case(a1u, "out-int32", valid[a1u], TypeError, "out", out=lambda t: t.to(torch.int32)),
+        bad_case(
+            a1u,
+            "start-past-row",
+            valid[a1u],
+            ValueError,
+            "start",
+            value_check=True,
+            start=with_entry(0, 10_000),
+        ),
+        bad_case(
+            a2,
+            "out_cache_loc-float",
+            valid[a2],
+            TypeError,
+            "out_cache_loc",
+            out_cache_loc=lambda t: t.to(torch.float32),
+        ),
+        bad_case(
+            a2, "req_to_token-1d", valid[a2], ValueError, "req_to_token", req_to_token=lambda t: t.view(-1)
+        ),
+        bad_case(
             a2,
             "out_cache_loc-too-small",
-            _edit("out_cache_loc", lambda t: t[:1]),
+            valid[a2],
             ValueError,
             "out_cache_loc",
             value_check=True,
+            out_cache_loc=lambda t: t[:1],
         ),
-        _bad(
+        bad_case(
             a2,
             "out_cache_loc-narrowing",
-            _poke("out_cache_loc", big),
+            valid[a2],
             ValueError,
             "out_cache_loc",
             value_check=True,
+            out_cache_loc=with_entry(0, big),
         ),
-        _bad(
+        bad_case(
             a2,
             "rpi-negative",
-            _poke("req_pool_indices", -1),
+            valid[a2],
             ValueError,
             "req_pool_indices",
             value_check=True,
+            req_pool_indices=with_entry(0, -1),
         ),
-        _bad(a3, "topk-zero", _set(topk=0), ValueError, "topk"),
-        _bad(a3, "page_size-bool", _set(page_size=True), TypeError, "page_size"),
-        _bad(a3, "out-wrong-size", _edit("out", lambda t: t[1:]), ValueError, "out"),
-        _bad(a3, "seq_lens-int16", _retype("seq_lens", torch.int16), TypeError, "seq_lens"),
-        _bad(a3, "seq_lens-past-row", _poke("seq_lens", 10_000), ValueError, "seq_lens", value_check=True),
-        _bad(a3, "seq_lens-negative", _poke("seq_lens", -3), ValueError, "seq_lens", value_check=True),
-        _bad(a4, "kv_indices-int64", _retype("kv_indices", torch.int64), TypeError, "kv_indices"),
-        _bad(a4, "kv_indices-rows", _edit("kv_indices", lambda t: t[:1]), ValueError, "kv_indices"),
-        _bad(a4, "kv_indptr-narrow", _edit("kv_indptr", lambda t: t[:, :2]), ValueError, "kv_indptr"),
-        _bad(a4, "positions-wrong-size", _edit("positions", lambda t: t[:-1]), ValueError, "positions"),
-        _bad(
-            a4,
-            "kv_indices-too-narrow",
-            _edit("kv_indices", lambda t: t[:, :3]),
-            ValueError,
-            "kv_indices",
-            value_check=True,
+        bad_case(a3, "topk-zero", valid[a3], ValueError, "topk", topk=0),
+        bad_case(a3, "page_size-bool", valid[a3], TypeError, "page_size", page_size=True),
+        bad_case(a3, "out-wrong-size", valid[a3], ValueError, "out", out=lambda t: t[1:]),
+        bad_case(
+            a3, "seq_lens-int16", valid[a3], TypeError, "seq_lens", seq_lens=lambda t: t.to(torch.int16)
         ),
-        _bad(a4, "positions-negative", _poke("positions", -1), ValueError, "positions", value_check=True),
-        _bad(
-            a4, "positions-overflow-int32", _poke("positions", big), ValueError, "positions", value_check=True
-        ),
-        _bad(a5, "accept_index-1d", _edit("accept_index", lambda t: t.view(-1)), ValueError, "accept_index"),
-        _bad(
-            a5, "out-int32", _retype("accept_out_cache_loc", torch.int32), TypeError, "accept_out_cache_loc"
-        ),
-        _bad(a5, "size-too-large", _set(size=10_000), ValueError, "size"),
-        _bad(a5, "size-negative", _set(size=-1), ValueError, "size"),
-        _bad(
-            a5,
-            "out-smaller-than-size",
-            _set(size=6, accept_out_cache_loc=torch.zeros(5, dtype=torch.int64)),
-            ValueError,
-            "accept_out_cache_loc",
-        ),
-        _bad(
-            a5,
-            "accept_index-minus-two",
-            _poke("accept_index", -2),
-            ValueError,
-            "accept_index",
-            value_check=True,
-        ),
-        _bad(
-            a5,
-            "accept_index-past-end",
-            _poke("accept_index", 10_000),
-            ValueError,
-            "accept_index",
-            value_check=True,
-        ),
-        _bad(
-            a6,
-            "out_cache_loc-wrong-size",
-            _edit("out_cache_loc", lambda t: t[:-1]),
-            ValueError,
-            "out_cache_loc",
-        ),
-        _bad(a6, "src-int32", _edit("src_cache_loc", lambda t: t.int()), TypeError, "src_cache_loc"),
-        _bad(
-            a6,
-            "to_free-wrong-size",
-            _edit("to_free_num_slots", lambda t: t[:-1]),
-            ValueError,
-            "to_free_num_slots",
-        ),
-        _bad(
-            a6,
-            "accept_index-minus-one",
-            _poke("accept_index", -1),
-            ValueError,
-            "accept_index",
-            value_check=True,
-        ),
-        _bad(
-            a6,
-            "ncd-too-large",
-            _poke("num_correct_drafts", 100),
-            ValueError,
-            "num_correct_drafts",
-            value_check=True,
-        ),
-        _bad(a6, "seq_lens-negative", _poke("seq_lens", -1), ValueError, "seq_lens", value_check=True),
-        _bad(a6t, "tgt-float", _retype("tgt_cache_loc", torch.float64), TypeError, "tgt_cache_loc"),
-        _bad(
-            a6t,
-            "out_cache_loc-wrong-size",
-            _edit("out_cache_loc", lambda t: t[1:]),
-            ValueError,
-            "out_cache_loc",
-        ),
-        _bad(
-            a6t,
-            "tgt-too-small",
-            _edit("tgt_cache_loc", lambda t: t[:1]),
-            ValueError,
-            "tgt_cache_loc",
-            value_check=True,
-        ),
-        _bad(
-            a6t,
-            "to_free_slots-too-small",
-            _set(to_free_num_slots=torch.tensor([1, 1, 1]), to_free_slots=torch.zeros(2, dtype=torch.int64)),
-            ValueError,
-            "to_free_slots",
-            value_check=True,
-        ),
-        _bad(
-            a6t,
-            "to_free_num_slots-too-large",
-            _poke("to_free_num_slots", 100),
-            ValueError,
-            "to_free_num_slots",
-            value_check=True,
-        ),
-        _bad(
-            a6t,
-            "ncd-negative",
-            _poke("num_correct_drafts", -1),
-            ValueError,
-            "num_correct_drafts",
-            value_check=True,
-        ),
-        _bad(
-            a7,
-            "filter-int64",
-            _retype("num_accept_tokens_filter", torch.int64),
-            TypeError,
-            "num_accept_tokens_filter",
-        ),
-        _bad(a7, "seq_lens-short", _edit("seq_lens", lambda t: t[:-1]), ValueError, "seq_lens"),
-        _bad(
-            a7,
-            "unfinished-out-of-range",
-            _set(unfinished_index=torch.tensor([3])),
-            ValueError,
-            "unfinished_index",
-            value_check=True,
-        ),
-        _bad(
-            a7,
-            "ncd-negative",
-            _poke("num_correct_drafts", -2),
-            ValueError,
-            "num_correct_drafts",
-            value_check=True,
-        ),
-        _bad(
-            a7,
-            "seq_lens-int32-overflow",
-            _set(seq_lens=torch.full((3,), big - 1, dtype=torch.int32)),
+        bad_case(
+            a3,
+            "seq_lens-past-row",
+            valid[a3],
             ValueError,
             "seq_lens",
             value_check=True,
+            seq_lens=with_entry(0, 10_000),
         ),
-        _bad(a7f, "tgt-float", _retype("tgt_cache_loc", torch.float32), TypeError, "tgt_cache_loc"),
-        _bad(
-            a7f,
-            "filter-short",
-            _edit("num_accept_tokens_filter", lambda t: t[:-1]),
+        bad_case(
+            a3,
+            "seq_lens-negative",
+            valid[a3],
             ValueError,
-            "num_accept_tokens_filter",
+            "seq_lens",
+            value_check=True,
+            seq_lens=with_entry(0, -3),
         ),
-        _bad(
-            a7f,
-            "out-too-small",
-            _set(
-                num_accept_tokens_filter=torch.tensor([1, 1, 1]),
-                out_cache_loc=torch.zeros(2, dtype=torch.int64),
-            ),
+        bad_case(
+            a4, "kv_indices-int64", valid[a4], TypeError, "kv_indices", kv_indices=lambda t: t.to(torch.int64)
+        ),
+        bad_case(a4, "kv_indices-rows", valid[a4], ValueError, "kv_indices", kv_indices=lambda t: t[:1]),
+        bad_case(a4, "kv_indptr-narrow", valid[a4], ValueError, "kv_indptr", kv_indptr=lambda t: t[:, :2]),
+        bad_case(a4, "positions-wrong-size", valid[a4], ValueError, "positions", positions=lambda t: t[:-1]),
+        bad_case(
+            a4,
+            "kv_indices-too-narrow",
+            valid[a4],
+            ValueError,
+            "kv_indices",
+            value_check=True,
+            kv_indices=lambda t: t[:, :3],
+        ),
+        bad_case(
+            a4,
+            "positions-negative",
+            valid[a4],
+            ValueError,
+            "positions",
+            value_check=True,
+            positions=with_entry(0, -1),
+        ),
+        bad_case(
+            a4,
+            "positions-overflow-int32",
+            valid[a4],
+            ValueError,
+            "positions",
+            value_check=True,
+            positions=with_entry(0, big),
+        ),
+        bad_case(
+            a5, "accept_index-1d", valid[a5], ValueError, "accept_index", accept_index=lambda t: t.view(-1)
+        ),
+        bad_case(
+            a5,
+            "out-int32",
+            valid[a5],
+            TypeError,
+            "accept_out_cache_loc",
+            accept_out_cache_loc=lambda t: t.to(torch.int32),
+        ),
+        bad_case(a5, "size-too-large", valid[a5], ValueError, "size", size=10_000),
+        bad_case(a5, "size-negative", valid[a5], ValueError, "size", size=-1),
+        bad_case(
+            a5,
+            "out-smaller-than-size",
+            valid[a5],
+            ValueError,
+            "accept_out_cache_loc",
+            size=6,
+            accept_out_cache_loc=torch.zeros(5, dtype=torch.int64),
+        ),
+        bad_case(
+            a5,
+            "accept_index-minus-two",
+            valid[a5],
+            ValueError,
+            "accept_index",
+            value_check=True,
+            accept_index=with_entry((0, 0), -2),
+        ),
+        bad_case(
+            a5,
+            "accept_index-past-end",
+            valid[a5],
+            ValueError,
+            "accept_index",
+            value_check=True,
+            accept_index=with_entry((0, 0), 10_000),
+        ),
+        bad_case(
+            a6,
+            "out_cache_loc-wrong-size",
+            valid[a6],
             ValueError,
             "out_cache_loc",
-            value_check=True,
+            out_cache_loc=lambda t: t[:-1],
         ),
-        _bad(
-            a7f,
-            "filter-above-ncd",
-            _poke("num_accept_tokens_filter", 100),
+        bad_case(a6, "src-int32", valid[a6], TypeError, "src_cache_loc", src_cache_loc=lambda t: t.int()),
+        bad_case(
+            a6,
+            "to_free-wrong-size",
+            valid[a6],
             ValueError,
-            "num_accept_tokens_filter",
-            value_check=True,
+            "to_free_num_slots",
+            to_free_num_slots=lambda t: t[:-1],
         ),
-        _bad(
-            a7f,
+        bad_case(
+            a6,
+            "accept_index-minus-one",
+            valid[a6],
+            ValueError,
+            "accept_index",
+            value_check=True,
+            accept_index=with_entry(0, -1),
+        ),
+        bad_case(
+            a6,
+            "ncd-too-large",
+            valid[a6],
+            ValueError,
+            "num_correct_drafts",
+            value_check=True,
+            num_correct_drafts=with_entry(0, 100),
+        ),
+        bad_case(
+            a6,
+            "seq_lens-negative",
+            valid[a6],
+            ValueError,
+            "seq_lens",
+            value_check=True,
+            seq_lens=with_entry(0, -1),
+        ),
+        bad_case(
+            a6t,
+            "tgt-float",
+            valid[a6t],
+            TypeError,
+            "tgt_cache_loc",
+            tgt_cache_loc=lambda t: t.to(torch.float64),
+        ),
+        bad_case(
+            a6t,
+            "out_cache_loc-wrong-size",
+            valid[a6t],
+            ValueError,
+            "out_cache_loc",
+            out_cache_loc=lambda t: t[1:],
+        ),
+        bad_case(
+            a6t,
             "tgt-too-small",
-            _edit("tgt_cache_loc", lambda t: t[:1]),
+            valid[a6t],
             ValueError,
             "tgt_cache_loc",
             value_check=True,
+            tgt_cache_loc=lambda t: t[:1],
         ),
-        _bad(a8, "mask-int", _edit("evict_mask", lambda t: t.int()), TypeError, "evict_mask"),
-        _bad(a8, "mask-wrong-size", _edit("evict_mask", lambda t: t[1:]), ValueError, "evict_mask"),
-        _bad(a8, "page_size-zero", _set(page_size=0), ValueError, "page_size"),
-        _bad(a8, "seq_lens-negative", _poke("seq_lens", -1), ValueError, "seq_lens", value_check=True),
-        _bad(a9, "draft-int64", _retype("draft_req_to_token", torch.int64), TypeError, "draft_req_to_token"),
-        _bad(
+        bad_case(
+            a6t,
+            "to_free_slots-too-small",
+            valid[a6t],
+            ValueError,
+            "to_free_slots",
+            value_check=True,
+            to_free_num_slots=torch.tensor([1, 1, 1]),
+            to_free_slots=torch.zeros(2, dtype=torch.int64),
+        ),
+        bad_case(
+            a6t,
+            "to_free_num_slots-too-large",
+            valid[a6t],
+            ValueError,
+            "to_free_num_slots",
+            value_check=True,
+            to_free_num_slots=with_entry(0, 100),
+        ),
+        bad_case(
+            a6t,
+            "ncd-negative",
+            valid[a6t],
+            ValueError,
+            "num_correct_drafts",
+            value_check=True,
+            num_correct_drafts=with_entry(0, -1),
+        ),
+        bad_case(
+            a7,
+            "filter-int64",
+            valid[a7],
+            TypeError,
+            "num_accept_tokens_filter",
+            num_accept_tokens_filter=lambda t: t.to(torch.int64),
+        ),
+        bad_case(a7, "seq_lens-short", valid[a7], ValueError, "seq_lens", seq_lens=lambda t: t[:-1]),
+        bad_case(
+            a7,
+            "unfinished-out-of-range",
+            valid[a7],
+            ValueError,
+            "unfinished_index",
+            value_check=True,
+            unfinished_index=torch.tensor([3]),
+        ),
+        bad_case(
+            a7,
+            "ncd-negative",
+            valid[a7],
+            ValueError,
+            "num_correct_drafts",
+            value_check=True,
+            num_correct_drafts=with_entry(0, -2),
+        ),
+        bad_case(
+            a7,
+            "seq_lens-int32-overflow",
+            valid[a7],
+            ValueError,
+            "seq_lens",
+            value_check=True,
+            seq_lens=torch.full((3,), big - 1, dtype=torch.int32),
+        ),
+        bad_case(
+            a7f,
+            "tgt-float",
+            valid[a7f],
+            TypeError,
+            "tgt_cache_loc",
+            tgt_cache_loc=lambda t: t.to(torch.float32),
+        ),
+        bad_case(
+            a7f,
+            "filter-short",
+            valid[a7f],
+            ValueError,
+            "num_accept_tokens_filter",
+            num_accept_tokens_filter=lambda t: t[:-1],
+        ),
+        bad_case(
+            a7f,
+            "out-too-small",
+            valid[a7f],
+            ValueError,
+            "out_cache_loc",
+            value_check=True,
+            num_accept_tokens_filter=torch.tensor([1, 1, 1]),
+            out_cache_loc=torch.zeros(2, dtype=torch.int64),
+        ),
+        bad_case(
+            a7f,
+            "filter-above-ncd",
+            valid[a7f],
+            ValueError,
+            "num_accept_tokens_filter",
+            value_check=True,
+            num_accept_tokens_filter=with_entry(0, 100),
+        ),
+        bad_case(
+            a7f,
+            "tgt-too-small",
+            valid[a7f],
+            ValueError,
+            "tgt_cache_loc",
+            value_check=True,
+            tgt_cache_loc=lambda t: t[:1],
+        ),
+        bad_case(a8, "mask-int", valid[a8], TypeError, "evict_mask", evict_mask=lambda t: t.int()),
+        bad_case(a8, "mask-wrong-size", valid[a8], ValueError, "evict_mask", evict_mask=lambda t: t[1:]),
+        bad_case(a8, "page_size-zero", valid[a8], ValueError, "page_size", page_size=0),
+        bad_case(
+            a8,
+            "seq_lens-negative",
+            valid[a8],
+            ValueError,
+            "seq_lens",
+            value_check=True,
+            seq_lens=with_entry(0, -1),
+        ),
+        bad_case(
+            a9,
+            "draft-int64",
+            valid[a9],
+            TypeError,
+            "draft_req_to_token",
+            draft_req_to_token=lambda t: t.to(torch.int64),
+        ),
+        bad_case(
             a9,
             "target-rows",
-            _edit("target_req_to_token", lambda t: t[:-1]),
+            valid[a9],
             ValueError,
             "target_req_to_token",
+            target_req_to_token=lambda t: t[:-1],
         ),
-        _bad(
+        bad_case(
             a9,
             "verify-wrong-rows",
-            _edit("verify_out_cache_loc", lambda t: t[:-1]),
+            valid[a9],
             ValueError,
             "verify_out_cache_loc",
+            verify_out_cache_loc=lambda t: t[:-1],
         ),
-        _bad(
+        bad_case(
             a9,
             "prefix-past-row",
-            _poke("draft_prefix_lens", 10_000),
+            valid[a9],
             ValueError,
             "draft_prefix_lens",
             value_check=True,
+            draft_prefix_lens=with_entry(0, 10_000),
         ),
-        _bad(
-            a9, "suffix-past-row", _poke("suffix_start", 10_000), ValueError, "suffix_start", value_check=True
+        bad_case(
+            a9,
+            "suffix-past-row",
+            valid[a9],
+            ValueError,
+            "suffix_start",
+            value_check=True,
+            suffix_start=with_entry(0, 10_000),
         ),
-        _bad(
+        bad_case(
             a9,
             "verify-narrowing",
-            _poke("verify_out_cache_loc", big),
+            valid[a9],
             ValueError,
             "verify_out_cache_loc",
             value_check=True,
+            verify_out_cache_loc=with_entry((0, 0), big),
         ),
-        _bad(
+        bad_case(
             a9,
             "rpi-out-of-range",
-            _poke("req_pool_indices", 100),
+            valid[a9],
             ValueError,
             "req_pool_indices",
             value_check=True,
+            req_pool_indices=with_entry(0, 100),
         ),
     ]

@@ -18,7 +18,7 @@ import torch
 
 from ...ops.kv import KVBuffers
 from .. import grid
-from ..case import BadCase, Case, with_changes
+from ..case import BadCase, Case, bad_case
 
 __all__ = ["BUILDERS", "cases", "bad_cases"]
 
@@ -286,179 +286,179 @@ def cases() -> list[Case]:
 
 
 def bad_cases() -> list[BadCase]:
+    # The valid calls whose arguments the cases break.
     move, accept = _golden_move_build, _golden_accept_build
-
-    def idx(*values: int, dtype: torch.dtype = torch.int64) -> Callable[[torch.device], torch.Tensor]:
-        return lambda device: torch.tensor(values, dtype=dtype, device=device)
-
     return [
-        BadCase(
-            "move_kv_cache",
-            "kv a list of tensors",
-            with_changes(move, kv=lambda d: [torch.zeros(4, 2, device=d)]),
-            TypeError,
-            "kv",
+        bad_case("move_kv_cache", "kv a list of tensors", move, TypeError, "kv", kv=[torch.zeros(4, 2)]),
+        bad_case("move_kv_cache", "float tgt_loc", move, TypeError, "tgt_loc", tgt_loc=torch.zeros(5)),
+        bad_case(
+            "move_kv_cache", "src_loc length", move, ValueError, "src_loc", src_loc=torch.tensor([2, 3, 4, 6])
         ),
-        BadCase(
-            "move_kv_cache",
-            "float tgt_loc",
-            with_changes(move, tgt_loc=lambda d: torch.zeros(5, device=d)),
-            TypeError,
-            "tgt_loc",
-        ),
-        BadCase(
-            "move_kv_cache",
-            "src_loc length",
-            with_changes(move, src_loc=idx(2, 3, 4, 6)),
-            ValueError,
-            "src_loc",
-        ),
-        BadCase(
+        bad_case(
             "move_kv_cache",
             "2-D tgt_loc",
-            with_changes(move, tgt_loc=lambda d: torch.zeros(5, 1, dtype=torch.int64, device=d)),
+            move,
             ValueError,
             "tgt_loc",
+            tgt_loc=torch.zeros(5, 1, dtype=torch.int64),
         ),
-        BadCase(
+        bad_case(
             "move_kv_cache",
             "tgt past the slots",
-            with_changes(move, tgt_loc=idx(1, 2, -1, 5, 8)),
+            move,
             ValueError,
             "tgt_loc",
             value_check=True,
+            tgt_loc=torch.tensor([1, 2, -1, 5, 8]),
         ),
-        BadCase(
+        bad_case(
             "move_kv_cache",
             "src -2",
-            with_changes(move, src_loc=idx(2, 3, 4, -2, 5)),
+            move,
             ValueError,
             "src_loc",
             value_check=True,
+            src_loc=torch.tensor([2, 3, 4, -2, 5]),
         ),
-        BadCase(
+        bad_case(
             "move_kv_cache",
             "segments cover 4 of 5 lanes",
-            with_changes(move, segment_lens=idx(3, 1)),
+            move,
             ValueError,
             "segment_lens",
             value_check=True,
+            segment_lens=torch.tensor([3, 1]),
         ),
-        BadCase(
+        bad_case(
             "move_kv_cache",
             "negative segment",
-            with_changes(move, segment_lens=idx(6, -1)),
+            move,
             ValueError,
             "segment_lens",
             value_check=True,
+            segment_lens=torch.tensor([6, -1]),
         ),
-        BadCase(
+        bad_case(
             "move_kv_cache",
             "a target written twice",
-            with_changes(move, tgt_loc=idx(1, 2, -1, 5, 1)),
+            move,
             ValueError,
             "tgt_loc",
             value_check=True,
+            tgt_loc=torch.tensor([1, 2, -1, 5, 1]),
         ),
         # Segment 1 reads row 2, which segment 0 writes.
-        BadCase(
+        bad_case(
             "move_kv_cache",
             "segments overlap",
-            with_changes(move, src_loc=idx(2, 3, 4, 6, 2)),
+            move,
             ValueError,
             "src_loc",
             value_check=True,
+            src_loc=torch.tensor([2, 3, 4, 6, 2]),
         ),
-        BadCase(
+        bad_case(
             "move_accept_tokens_to_target_kvcache",
             "req_to_token int64",
-            with_changes(accept, req_to_token=lambda d: torch.zeros(2, 20, dtype=torch.int64, device=d)),
+            accept,
             TypeError,
             "req_to_token",
+            req_to_token=torch.zeros(2, 20, dtype=torch.int64),
         ),
-        BadCase(
+        bad_case(
             "move_accept_tokens_to_target_kvcache",
             "seq_lens length",
-            with_changes(accept, seq_lens=idx(2)),
+            accept,
             ValueError,
             "seq_lens",
+            seq_lens=torch.tensor([2]),
         ),
-        BadCase(
+        bad_case(
             "move_accept_tokens_to_target_kvcache",
             "1-D accept_index",
-            with_changes(accept, accept_index=idx(0, 2, -1)),
+            accept,
             ValueError,
             "accept_index",
+            accept_index=torch.tensor([0, 2, -1]),
         ),
-        BadCase(
+        bad_case(
             "move_accept_tokens_to_target_kvcache",
             "int32 tgt_loc",
-            with_changes(accept, tgt_loc=lambda d: torch.zeros(6, dtype=torch.int32, device=d)),
+            accept,
             TypeError,
             "tgt_loc",
+            tgt_loc=torch.zeros(6, dtype=torch.int32),
         ),
-        BadCase(
+        bad_case(
             "move_accept_tokens_to_target_kvcache",
             "src_loc too short",
-            with_changes(accept, src_loc=lambda d: torch.zeros(5, dtype=torch.int64, device=d)),
+            accept,
             ValueError,
             "src_loc",
+            src_loc=torch.zeros(5, dtype=torch.int64),
         ),
-        BadCase(
+        bad_case(
             "move_accept_tokens_to_target_kvcache",
             "request row out of range",
-            with_changes(accept, req_pool_indices=idx(2, 0)),
+            accept,
             ValueError,
             "req_pool_indices",
             value_check=True,
+            req_pool_indices=torch.tensor([2, 0]),
         ),
-        BadCase(
+        bad_case(
             "move_accept_tokens_to_target_kvcache",
             "ncd >= W",
-            with_changes(accept, num_correct_drafts=idx(3, 0)),
+            accept,
             ValueError,
             "num_correct_drafts",
             value_check=True,
+            num_correct_drafts=torch.tensor([3, 0]),
         ),
-        BadCase(
+        bad_case(
             "move_accept_tokens_to_target_kvcache",
             "negative seq_lens",
-            with_changes(accept, seq_lens=idx(-1, 5)),
+            accept,
             ValueError,
             "seq_lens",
             value_check=True,
+            seq_lens=torch.tensor([-1, 5]),
         ),
-        BadCase(
+        bad_case(
             "move_accept_tokens_to_target_kvcache",
             "past the pool",
-            with_changes(accept, seq_lens=idx(19, 5)),
+            accept,
             ValueError,
             "seq_lens",
             value_check=True,
+            seq_lens=torch.tensor([19, 5]),
         ),
-        BadCase(
+        bad_case(
             "move_accept_tokens_to_target_kvcache",
             "accept_index past out_cache_loc",
-            with_changes(accept, accept_index=lambda d: torch.tensor([[0, 6, -1], [3, -1, -1]], device=d)),
+            accept,
             ValueError,
             "accept_index",
             value_check=True,
+            accept_index=torch.tensor([[0, 6, -1], [3, -1, -1]]),
         ),
-        BadCase(
+        bad_case(
             "move_accept_tokens_to_target_kvcache",
             "source slot past the KV",
-            with_changes(accept, out_cache_loc=idx(6, 7, 1, 9, 1, 2)),
+            accept,
             ValueError,
             "out_cache_loc",
             value_check=True,
+            out_cache_loc=torch.tensor([6, 7, 1, 9, 1, 2]),
         ),
         # Request 1's committed slot (req_to_token[0, 5] = 5) is request 0's source slot.
-        BadCase(
+        bad_case(
             "move_accept_tokens_to_target_kvcache",
             "requests overlap",
-            with_changes(accept, out_cache_loc=idx(5, 7, 1, 0, 1, 2)),
+            accept,
             ValueError,
             "out_cache_loc",
             value_check=True,
+            out_cache_loc=torch.tensor([5, 7, 1, 0, 1, 2]),
         ),
     ]

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 from torch import Tensor
 
 from .. import grid
-from ..case import BadCase, Case, with_changes
+from ..case import BadCase, Case, bad_case
 
 __all__ = ["BUILDERS", "VerifyStates", "cases", "bad_cases"]
 
@@ -420,280 +420,251 @@ def cases() -> list[Case]:
     return found
 
 
-def _with_states(**changes: Any) -> Callable[[torch.device], dict[str, Any]]:
-    """G3 arguments (bs 3, tracking every 2 tokens) whose states get ``changes`` (callables get the states)."""
-
-    def build(device: torch.device) -> dict[str, Any]:
-        kwargs = build_commit_mamba_states_after_verify(device, bs=3, mamba_track_interval=2)
-        for name, change in changes.items():
-            setattr(kwargs["states"], name, change(kwargs["states"]) if callable(change) else change)
-        return kwargs
-
-    return build
-
-
 def bad_cases() -> list[BadCase]:
+    # The valid calls whose arguments the cases break (G3: bs 3, tracking every 2 tokens).
     steps, scatter = _golden_steps_build, _golden_scatter_build
-
-    def idx(*values: int) -> Callable[[torch.device], Tensor]:
-        return lambda device: torch.tensor(values, device=device)
-
-    def zeros(*shape: int, dtype: torch.dtype = torch.float32) -> Callable[[torch.device], Tensor]:
-        return lambda device: torch.zeros(shape, dtype=dtype, device=device)
-
+    commit = functools.partial(build_commit_mamba_states_after_verify, bs=3, mamba_track_interval=2)
     g1, g2, g3 = (
         "verify_commit_step_indices",
         "scatter_mamba_states_after_mtp_verify",
         "commit_mamba_states_after_verify",
     )
     return [
-        BadCase(
-            g1, "float accept_index", with_changes(steps, accept_index=zeros(3, 3)), TypeError, "accept_index"
+        bad_case(g1, "float accept_index", steps, TypeError, "accept_index", accept_index=torch.zeros(3, 3)),
+        bad_case(
+            g1, "accept_lens length", steps, ValueError, "accept_lens", accept_lens=torch.tensor([2, 2])
         ),
-        BadCase(
-            g1, "accept_lens length", with_changes(steps, accept_lens=idx(2, 2)), ValueError, "accept_lens"
-        ),
-        BadCase(
-            g1, "draft_token_num 0", with_changes(steps, draft_token_num=0), ValueError, "draft_token_num"
-        ),
-        BadCase(
-            g1, "interval 0", with_changes(steps, mamba_track_interval=0), ValueError, "mamba_track_interval"
-        ),
-        BadCase(g1, "tracking without seq_lens", with_changes(steps, seq_lens=None), ValueError, "seq_lens"),
-        BadCase(
+        bad_case(g1, "draft_token_num 0", steps, ValueError, "draft_token_num", draft_token_num=0),
+        bad_case(g1, "interval 0", steps, ValueError, "mamba_track_interval", mamba_track_interval=0),
+        bad_case(g1, "tracking without seq_lens", steps, ValueError, "seq_lens", seq_lens=None),
+        bad_case(
             g1,
             "int32 output",
-            with_changes(steps, last_correct_step_indices=zeros(3, dtype=torch.int32)),
+            steps,
             TypeError,
             "last_correct_step_indices",
+            last_correct_step_indices=torch.zeros(3, dtype=torch.int32),
         ),
-        BadCase(
+        bad_case(
             g1,
             "track output length",
-            with_changes(steps, mamba_steps_to_track=zeros(2, dtype=torch.int64)),
+            steps,
             ValueError,
             "mamba_steps_to_track",
+            mamba_steps_to_track=torch.zeros(2, dtype=torch.int64),
         ),
-        BadCase(
+        bad_case(
             g1,
             "accept_lens > W",
-            with_changes(steps, accept_lens=idx(2, 4, 1)),
+            steps,
             ValueError,
             "accept_lens",
             value_check=True,
+            accept_lens=torch.tensor([2, 4, 1]),
         ),
-        BadCase(
+        bad_case(
             g1,
             "negative accept_lens",
-            with_changes(steps, accept_lens=idx(2, -1, 1)),
+            steps,
             ValueError,
             "accept_lens",
             value_check=True,
+            accept_lens=torch.tensor([2, -1, 1]),
         ),
-        BadCase(
+        bad_case(
             g1,
             "accept_index past bs*D",
-            with_changes(
-                steps, accept_index=lambda d: torch.tensor([[0, 9, -1], [3, 5, -1], [6, -1, -1]], device=d)
-            ),
+            steps,
             ValueError,
             "accept_index",
             value_check=True,
+            accept_index=torch.tensor([[0, 9, -1], [3, 5, -1], [6, -1, -1]]),
         ),
-        BadCase(
+        bad_case(
             g1,
             "negative seq_lens",
-            with_changes(steps, seq_lens=idx(3, -4, 8)),
+            steps,
             ValueError,
             "seq_lens",
             value_check=True,
+            seq_lens=torch.tensor([3, -4, 8]),
         ),
-        BadCase(
+        bad_case(
             g2,
             "r >= M",
-            with_changes(
-                scatter,
-                state_indices=idx(2, 1, 0, 3),
-                last_correct_step_indices=idx(1, -1, 0, 0),
-                mamba_track_indices=None,
-                mamba_steps_to_track=None,
-            ),
+            scatter,
             ValueError,
             "intermediate_ssm",
+            state_indices=torch.tensor([2, 1, 0, 3]),
+            last_correct_step_indices=torch.tensor([1, -1, 0, 0]),
+            mamba_track_indices=None,
+            mamba_steps_to_track=None,
         ),
-        BadCase(
+        bad_case(
             g2,
             "conv lists of different lengths",
-            with_changes(scatter, intermediate_conv_windows=[]),
+            scatter,
             ValueError,
             "intermediate_conv_windows",
+            intermediate_conv_windows=[],
         ),
-        BadCase(
-            g2,
-            "conv_states not a list",
-            with_changes(scatter, conv_states=zeros(1, 4, 1)),
-            TypeError,
-            "conv_states",
+        bad_case(
+            g2, "conv_states not a list", scatter, TypeError, "conv_states", conv_states=torch.zeros(1, 4, 1)
         ),
-        BadCase(
+        bad_case(
             g2,
             "intermediate dtype",
-            with_changes(scatter, intermediate_ssm=zeros(1, 3, 2, 1, dtype=torch.float64)),
+            scatter,
             TypeError,
             "intermediate_ssm",
+            intermediate_ssm=torch.zeros(1, 3, 2, 1, dtype=torch.float64),
         ),
-        BadCase(
+        bad_case(
             g2,
             "intermediate entry shape",
-            with_changes(scatter, intermediate_ssm=zeros(1, 3, 2, 2)),
+            scatter,
             ValueError,
             "intermediate_ssm",
+            intermediate_ssm=torch.zeros(1, 3, 2, 2),
         ),
-        BadCase(
+        bad_case(
             g2,
             "conv lines differ",
-            with_changes(scatter, conv_states=lambda d: [torch.zeros(1, 5, 1, device=d)]),
+            scatter,
             ValueError,
             r"conv_states\[0\]",
+            conv_states=[torch.zeros(1, 5, 1)],
         ),
-        BadCase(
+        bad_case(
             g2,
             "window D differs",
-            with_changes(scatter, intermediate_conv_windows=lambda d: [torch.zeros(1, 3, 3, 1, device=d)]),
+            scatter,
             ValueError,
             r"intermediate_conv_windows\[0\]",
+            intermediate_conv_windows=[torch.zeros(1, 3, 3, 1)],
         ),
-        BadCase(
+        bad_case(
             g2,
             "entries not contiguous",
-            with_changes(
-                scatter,
-                ssm_states=lambda d: torch.zeros(1, 4, 2, device=d)[..., :1].expand(1, 4, 3),
-                intermediate_ssm=zeros(1, 3, 2, 3),
-            ),
+            scatter,
             ValueError,
             "ssm_states",
+            # Made on the device, not copied there: a copy of an expanded tensor is contiguous.
+            ssm_states=lambda old: torch.zeros(1, 4, 2, device=old.device)[..., :1].expand(1, 4, 3),
+            intermediate_ssm=torch.zeros(1, 3, 2, 3),
         ),
-        BadCase(
+        bad_case(
             g2,
             "track steps without lines",
-            with_changes(scatter, mamba_track_indices=None),
+            scatter,
             ValueError,
             "mamba_track_indices",
+            mamba_track_indices=None,
         ),
-        BadCase(
-            g2,
-            "float state_indices",
-            with_changes(scatter, state_indices=zeros(3)),
-            TypeError,
-            "state_indices",
+        bad_case(
+            g2, "float state_indices", scatter, TypeError, "state_indices", state_indices=torch.zeros(3)
         ),
-        BadCase(
+        bad_case(
             g2,
             "step length",
-            with_changes(scatter, last_correct_step_indices=idx(1, 0)),
+            scatter,
             ValueError,
             "last_correct_step_indices",
+            last_correct_step_indices=torch.tensor([1, 0]),
         ),
-        BadCase(
+        bad_case(
             g2,
             "a line written twice",
-            with_changes(scatter, mamba_track_indices=idx(-1, 1, 2)),
+            scatter,
             ValueError,
             "state_indices",
             value_check=True,
+            mamba_track_indices=torch.tensor([-1, 1, 2]),
         ),
-        BadCase(
+        bad_case(
             g3,
             "tracking without track lines",
-            _with_states(mamba_track_indices=None),
+            commit,
             ValueError,
             "states.mamba_track_indices",
+            states=lambda s: replace(s, mamba_track_indices=None),
         ),
-        BadCase(
+        bad_case(
             g3,
             "state_indices shorter than bs",
-            _with_states(state_indices=lambda s: s.state_indices[:2]),
+            commit,
             ValueError,
             "states.state_indices",
+            states=lambda s: replace(s, state_indices=s.state_indices[:2]),
         ),
-        BadCase(
+        bad_case(
             g3,
             "track steps without an interval",
-            with_changes(_with_states(mamba_track_interval=None), mamba_steps_to_track=idx(0, 0, 0)),
+            commit,
             ValueError,
             "mamba_steps_to_track",
+            states=lambda s: replace(s, mamba_track_interval=None),
+            mamba_steps_to_track=torch.tensor([0, 0, 0]),
         ),
-        BadCase(
-            g3,
-            "float accept_index",
-            with_changes(_with_states(), accept_index=zeros(3, 4)),
-            TypeError,
-            "accept_index",
+        bad_case(g3, "float accept_index", commit, TypeError, "accept_index", accept_index=torch.zeros(3, 4)),
+        bad_case(
+            g3, "accept_lens length", commit, ValueError, "accept_lens", accept_lens=torch.tensor([1, 1])
         ),
-        BadCase(
-            g3,
-            "accept_lens length",
-            with_changes(_with_states(), accept_lens=idx(1, 1)),
-            ValueError,
-            "accept_lens",
-        ),
-        BadCase(
-            g3,
-            "tracking without seq_lens",
-            with_changes(_with_states(), seq_lens=None),
-            ValueError,
-            "seq_lens",
-        ),
-        BadCase(
+        bad_case(g3, "tracking without seq_lens", commit, ValueError, "seq_lens", seq_lens=None),
+        bad_case(
             g3,
             "float state_indices",
-            _with_states(state_indices=lambda s: s.state_indices.float()),
+            commit,
             TypeError,
             "states.state_indices",
+            states=lambda s: replace(s, state_indices=s.state_indices.float()),
         ),
-        BadCase(
+        bad_case(
             g3,
             "r >= M",
-            _with_states(
-                intermediate_ssm=lambda s: s.intermediate_ssm[:, :2],
-                intermediate_conv_windows=lambda s: [w[:, :2] for w in s.intermediate_conv_windows],
-            ),
+            commit,
             ValueError,
             "intermediate_ssm",
+            states=lambda s: replace(
+                s,
+                intermediate_ssm=s.intermediate_ssm[:, :2],
+                intermediate_conv_windows=[w[:, :2] for w in s.intermediate_conv_windows],
+            ),
         ),
-        BadCase(
+        bad_case(
             g3,
             "conv lists of different lengths",
-            _with_states(intermediate_conv_windows=lambda s: s.intermediate_conv_windows[:1]),
+            commit,
             ValueError,
             "intermediate_conv_windows",
+            states=lambda s: replace(s, intermediate_conv_windows=s.intermediate_conv_windows[:1]),
         ),
-        BadCase(
+        bad_case(
             g3,
             "intermediate dtype",
-            _with_states(intermediate_ssm=lambda s: s.intermediate_ssm.double()),
+            commit,
             TypeError,
             "intermediate_ssm",
+            states=lambda s: replace(s, intermediate_ssm=s.intermediate_ssm.double()),
         ),
-        BadCase(
+        bad_case(
             g3,
             "accept_lens > W",
-            with_changes(_with_states(), accept_lens=idx(1, 5, 1)),
+            commit,
             ValueError,
             "accept_lens",
             value_check=True,
+            accept_lens=torch.tensor([1, 5, 1]),
         ),
-        BadCase(
+        bad_case(
             g3,
             "a line written twice",
-            _with_states(
-                state_indices=lambda s: torch.cat(
-                    (s.state_indices[:1], s.state_indices[:1], s.state_indices[2:])
-                )
-            ),
+            commit,
             ValueError,
             "state_indices",
             value_check=True,
+            states=lambda s: replace(
+                s, state_indices=torch.cat((s.state_indices[:1], s.state_indices[:1], s.state_indices[2:]))
+            ),
         ),
     ]

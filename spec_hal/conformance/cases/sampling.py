@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from .. import grid
-from ..case import BadCase, Case
+from ..case import BadCase, Case, bad_case, with_entry
 
 CPU = torch.device("cpu")
 NO_SAMPLE_CHECK = frozenset({"out", "result"})
@@ -75,34 +75,6 @@ def _label(op: str, **sizes: Any) -> str:
 
 def _is_small(bs: int, vocab: int = 0) -> bool:
     return bs <= 3 and vocab <= 64
-
-
-def _bad(op: str, name: str, build: Callable[[torch.device], dict], error: type[Exception], match: str,
-         *, value_check: bool = False) -> BadCase:  # fmt: skip
-    return BadCase(op, name, build, error, match, value_check)
-
-
-def _poke(index: tuple, value: int) -> Callable[[torch.Tensor], torch.Tensor]:
-    """A change for :func:`_modified`: a copy with one entry set (an invalid value for a value check)."""
-
-    def change(x: torch.Tensor) -> torch.Tensor:
-        x = x.clone()
-        x[index] = value
-        return x
-
-    return change
-
-
-def _modified(builder: Callable[..., dict], sizes: dict, **changes: Any) -> Callable[[torch.device], dict]:
-    """A build that takes a good call and replaces arguments; a callable change maps the old value."""
-
-    def build(device: torch.device) -> dict:
-        kwargs = builder(device, **sizes)
-        for name, change in changes.items():
-            kwargs[name] = change(kwargs[name]) if callable(change) else change
-        return kwargs
-
-    return build
 
 
 # --------------------------------------------------------------------------------------------------
@@ -742,96 +714,91 @@ def _edge_cases() -> list[Case]:
 
 
 def bad_cases() -> list[BadCase]:
+    # The valid calls whose arguments the cases break.
     B = BUILDERS
-    topk = {"bs": 3, "topk": 2}
-    sample = {"bs": 3}
-    sample_draft = {"bs": 3, "top_ks": "mixed"}
-    renorm = {"bs": 3}
-    select0 = {"bs": 3, "topk": 2, "step": 0}
-    select1 = {"bs": 3, "topk": 2, "step": 2}
-    draft = {"bs": 3, "columns": 3}
-    verify = {"bs": 3, "num_steps": 3}
-    extend = {"bs": 3}
-    f64 = lambda x: x.double()  # noqa: E731
-    i16 = lambda x: x.to(torch.int16)  # noqa: E731
-    wrong_rank = lambda x: x.flatten()  # noqa: E731
-
-    def on_meta(x: torch.Tensor) -> torch.Tensor:
-        return x.to("meta")
-
+    topk = partial(B["fast_topk"], bs=3, topk=2)
+    topk_no_out = partial(topk, with_out=False)
+    sample = partial(B["fast_sample"], bs=3)
+    sample_draft = partial(B["sample_draft_proposal"], bs=3, top_ks="mixed")
+    renorm = partial(B["renorm_draft_probs"], bs=3)
+    select0 = partial(B["select_top_k_tokens"], bs=3, topk=2, step=0)
+    select1 = partial(B["select_top_k_tokens"], bs=3, topk=2, step=2)
+    draft = partial(B["draft_topk1_postprocess"], bs=3, columns=3)
+    verify = partial(B["target_verify_topk1_postprocess"], bs=3, num_steps=3)
+    extend = partial(B["draft_extend_topk1_postprocess"], bs=3)
     return [
         # D1
-        _bad("fast_topk", "int_values", _modified(B["fast_topk"], topk, values=lambda x: x.long()), TypeError, "values"),
-        _bad("fast_topk", "k_too_big", _modified(B["fast_topk"], {**topk, "with_out": False}, k=65), ValueError, "k"),
-        _bad("fast_topk", "k_zero", _modified(B["fast_topk"], {**topk, "with_out": False}, k=0), ValueError, "k"),
-        _bad("fast_topk", "dim_out_of_range", _modified(B["fast_topk"], {**topk, "with_out": False}, dim=2), ValueError, "dim"),
-        _bad("fast_topk", "out_dtype", _modified(B["fast_topk"], topk, out=lambda o: (o[0], o[1].int())), TypeError, r"out\[1\]"),
-        _bad("fast_topk", "out_shape", _modified(B["fast_topk"], topk, out=lambda o: (o[0][:, :1], o[1])), ValueError, r"out\[0\]"),
+        bad_case("fast_topk", "int_values", topk, TypeError, "values", values=lambda x: x.long()),
+        bad_case("fast_topk", "k_too_big", topk_no_out, ValueError, "k", k=65),
+        bad_case("fast_topk", "k_zero", topk_no_out, ValueError, "k", k=0),
+        bad_case("fast_topk", "dim_out_of_range", topk_no_out, ValueError, "dim", dim=2),
+        bad_case("fast_topk", "out_dtype", topk, TypeError, r"out\[1\]", out=lambda o: (o[0], o[1].int())),
+        bad_case("fast_topk", "out_shape", topk, ValueError, r"out\[0\]", out=lambda o: (o[0][:, :1], o[1])),
         # D2
-        _bad("fast_sample", "int_probs", _modified(B["fast_sample"], sample, probs=lambda x: x.long()), TypeError, "probs"),
-        _bad("fast_sample", "probs_1d", _modified(B["fast_sample"], sample, probs=wrong_rank), ValueError, "probs"),
-        _bad("fast_sample", "num_samples_zero", _modified(B["fast_sample"], sample, num_samples=0, out=None), ValueError, "num_samples"),
-        _bad("fast_sample", "num_samples_above_v", _modified(B["fast_sample"], sample, num_samples=49, out=None), ValueError, "num_samples"),
-        _bad("fast_sample", "generator_type", _modified(B["fast_sample"], sample, generator=0), TypeError, "generator"),
-        _bad("fast_sample", "out_dtype", _modified(B["fast_sample"], sample, out=lambda o: (o[0].double(), o[1])), TypeError, r"out\[0\]"),
-        _bad("fast_sample", "out_shape", _modified(B["fast_sample"], sample, out=lambda o: (o[0], o[1][:2])), ValueError, r"out\[1\]"),
+        bad_case("fast_sample", "int_probs", sample, TypeError, "probs", probs=lambda x: x.long()),
+        bad_case("fast_sample", "probs_1d", sample, ValueError, "probs", probs=lambda x: x.flatten()),
+        bad_case("fast_sample", "num_samples_zero", sample, ValueError, "num_samples", num_samples=0, out=None),
+        bad_case("fast_sample", "num_samples_above_v", sample, ValueError, "num_samples", num_samples=49, out=None),
+        bad_case("fast_sample", "generator_type", sample, TypeError, "generator", generator=0),
+        bad_case("fast_sample", "out_dtype", sample, TypeError, r"out\[0\]", out=lambda o: (o[0].double(), o[1])),
+        bad_case("fast_sample", "out_shape", sample, ValueError, r"out\[1\]", out=lambda o: (o[0], o[1][:2])),
         # D3
-        _bad("renorm_draft_probs", "temperatures_f64", _modified(B["renorm_draft_probs"], renorm, temperatures=f64), TypeError, "temperatures"),
-        _bad("renorm_draft_probs", "temperatures_shape", _modified(B["renorm_draft_probs"], renorm, temperatures=wrong_rank), ValueError, "temperatures"),
-        _bad("renorm_draft_probs", "temperatures_missing", _modified(B["renorm_draft_probs"], renorm, temperatures=None), ValueError, "temperatures"),
-        _bad("renorm_draft_probs", "temperatures_device", _modified(B["renorm_draft_probs"], renorm, temperatures=on_meta), ValueError, "temperatures"),
-        _bad("renorm_draft_probs", "flag_not_bool", _modified(B["renorm_draft_probs"], renorm, use_rejection_sampling=1), TypeError, "use_rejection_sampling"),
-        _bad("renorm_draft_probs", "probs_dtype", _modified(B["renorm_draft_probs"], renorm, probs=f64), TypeError, "probs"),
-        _bad("renorm_draft_probs", "probs_shape", _modified(B["renorm_draft_probs"], renorm, probs=lambda x: x[:, 1:]), ValueError, "probs"),
-        _bad("renorm_draft_probs", "zero_temperature", _modified(B["renorm_draft_probs"], renorm, temperatures=_poke((1, 0), 0)), ValueError, "temperatures", value_check=True),
+        bad_case("renorm_draft_probs", "temperatures_f64", renorm, TypeError, "temperatures", temperatures=lambda x: x.double()),
+        bad_case("renorm_draft_probs", "temperatures_shape", renorm, ValueError, "temperatures", temperatures=lambda x: x.flatten()),
+        bad_case("renorm_draft_probs", "temperatures_missing", renorm, ValueError, "temperatures", temperatures=None),
+        bad_case("renorm_draft_probs", "temperatures_device", renorm, ValueError, "temperatures", temperatures=lambda x: x.to("meta")),
+        bad_case("renorm_draft_probs", "flag_not_bool", renorm, TypeError, "use_rejection_sampling", use_rejection_sampling=1),
+        bad_case("renorm_draft_probs", "probs_dtype", renorm, TypeError, "probs", probs=lambda x: x.double()),
+        bad_case("renorm_draft_probs", "probs_shape", renorm, ValueError, "probs", probs=lambda x: x[:, 1:]),
+        bad_case("renorm_draft_probs", "zero_temperature", renorm, ValueError, "temperatures", value_check=True, temperatures=with_entry((1, 0), 0)),
         # D4
-        _bad("sample_draft_proposal", "int_logits", _modified(B["sample_draft_proposal"], sample_draft, logits=lambda x: x.long()), TypeError, "logits"),
-        _bad("sample_draft_proposal", "temperatures_f64", _modified(B["sample_draft_proposal"], sample_draft, temperatures=f64), TypeError, "temperatures"),
-        _bad("sample_draft_proposal", "top_ks_i16", _modified(B["sample_draft_proposal"], sample_draft, top_ks=i16), TypeError, "top_ks"),
-        _bad("sample_draft_proposal", "top_ks_shape", _modified(B["sample_draft_proposal"], sample_draft, top_ks=lambda x: x[:2]), ValueError, "top_ks"),
-        _bad("sample_draft_proposal", "out_length", _modified(B["sample_draft_proposal"], sample_draft, out=lambda o: o[:2]), ValueError, "out"),
-        _bad("sample_draft_proposal", "out_x_dtype", _modified(B["sample_draft_proposal"], sample_draft, out=lambda o: (o[0], o[1], o[2].int())), TypeError, r"out\[2\]"),
-        _bad("sample_draft_proposal", "negative_temperature", _modified(B["sample_draft_proposal"], sample_draft, temperatures=_poke((0, 0), -1)), ValueError, "temperatures", value_check=True),
+        bad_case("sample_draft_proposal", "int_logits", sample_draft, TypeError, "logits", logits=lambda x: x.long()),
+        bad_case("sample_draft_proposal", "temperatures_f64", sample_draft, TypeError, "temperatures", temperatures=lambda x: x.double()),
+        bad_case("sample_draft_proposal", "top_ks_i16", sample_draft, TypeError, "top_ks", top_ks=lambda x: x.to(torch.int16)),
+        bad_case("sample_draft_proposal", "top_ks_shape", sample_draft, ValueError, "top_ks", top_ks=lambda x: x[:2]),
+        bad_case("sample_draft_proposal", "out_length", sample_draft, ValueError, "out", out=lambda o: o[:2]),
+        bad_case("sample_draft_proposal", "out_x_dtype", sample_draft, TypeError, r"out\[2\]", out=lambda o: (o[0], o[1], o[2].int())),
+        bad_case("sample_draft_proposal", "negative_temperature", sample_draft, ValueError, "temperatures", value_check=True, temperatures=with_entry((0, 0), -1)),
         # D5
-        _bad("select_top_k_tokens", "negative_step", _modified(B["select_top_k_tokens"], select0, i=-1), ValueError, "i"),
-        _bad("select_top_k_tokens", "topk_zero", _modified(B["select_top_k_tokens"], select0, topk=0), ValueError, "topk"),
-        _bad("select_top_k_tokens", "topk_p_f16", _modified(B["select_top_k_tokens"], select0, topk_p=lambda x: x.half()), TypeError, "topk_p"),
-        _bad("select_top_k_tokens", "topk_index_i16", _modified(B["select_top_k_tokens"], select0, topk_index=i16), TypeError, "topk_index"),
-        _bad("select_top_k_tokens", "topk_index_shape", _modified(B["select_top_k_tokens"], select0, topk_index=lambda x: x[:2]), ValueError, "topk_index"),
-        _bad("select_top_k_tokens", "scores_at_step0", _modified(B["select_top_k_tokens"], select0, scores=lambda x: torch.rand(3, 2)), ValueError, "scores"),
-        _bad("select_top_k_tokens", "scores_missing", _modified(B["select_top_k_tokens"], select1, scores=None), ValueError, "scores"),
-        _bad("select_top_k_tokens", "scores_shape", _modified(B["select_top_k_tokens"], select1, scores=lambda x: x[:, :1]), ValueError, "scores"),
-        _bad("select_top_k_tokens", "hidden_rows", _modified(B["select_top_k_tokens"], select1, hidden_states=lambda x: x[:3]), ValueError, "hidden_states"),
-        _bad("select_top_k_tokens", "out_hidden_not_none", _modified(B["select_top_k_tokens"], {**select1, "hidden_size": 0}, out=lambda o: (o[0], torch.zeros(6, 1), o[2], o[3])), ValueError, r"out\[1\]"),
-        _bad("select_top_k_tokens", "out_tree_dtype", _modified(B["select_top_k_tokens"], select1, out=lambda o: (o[0], o[1], o[2], (o[3][0], o[3][1].int(), o[3][2]))), TypeError, r"out\[3\]\[1\]"),
+        bad_case("select_top_k_tokens", "negative_step", select0, ValueError, "i", i=-1),
+        bad_case("select_top_k_tokens", "topk_zero", select0, ValueError, "topk", topk=0),
+        bad_case("select_top_k_tokens", "topk_p_f16", select0, TypeError, "topk_p", topk_p=lambda x: x.half()),
+        bad_case("select_top_k_tokens", "topk_index_i16", select0, TypeError, "topk_index", topk_index=lambda x: x.to(torch.int16)),
+        bad_case("select_top_k_tokens", "topk_index_shape", select0, ValueError, "topk_index", topk_index=lambda x: x[:2]),
+        bad_case("select_top_k_tokens", "scores_at_step0", select0, ValueError, "scores", scores=lambda x: torch.rand(3, 2)),
+        bad_case("select_top_k_tokens", "scores_missing", select1, ValueError, "scores", scores=None),
+        bad_case("select_top_k_tokens", "scores_shape", select1, ValueError, "scores", scores=lambda x: x[:, :1]),
+        bad_case("select_top_k_tokens", "hidden_rows", select1, ValueError, "hidden_states", hidden_states=lambda x: x[:3]),
+        bad_case("select_top_k_tokens", "out_hidden_not_none", partial(select1, hidden_size=0), ValueError, r"out\[1\]", out=lambda o: (o[0], torch.zeros(6, 1), o[2], o[3])),
+        bad_case("select_top_k_tokens", "out_tree_dtype", select1, TypeError, r"out\[3\]\[1\]", out=lambda o: (o[0], o[1], o[2], (o[3][0], o[3][1].int(), o[3][2]))),
         # D6 draft
-        _bad("draft_topk1_postprocess", "logits_stride", _modified(B["draft_topk1_postprocess"], draft, logits=lambda x: x.t().contiguous().t()), ValueError, "logits"),
-        _bad("draft_topk1_postprocess", "positions_f32", _modified(B["draft_topk1_postprocess"], draft, positions=lambda x: x.float()), TypeError, "positions"),
-        _bad("draft_topk1_postprocess", "positions_shape", _modified(B["draft_topk1_postprocess"], draft, positions=lambda x: x[:1]), ValueError, "positions"),
-        _bad("draft_topk1_postprocess", "draft_tokens_i32", _modified(B["draft_topk1_postprocess"], draft, draft_tokens=lambda x: x.int()), TypeError, "draft_tokens"),
-        _bad("draft_topk1_postprocess", "column_out_of_range", _modified(B["draft_topk1_postprocess"], draft, draft_token_column=3), ValueError, "draft_token_column"),
-        _bad("draft_topk1_postprocess", "negative_column", _modified(B["draft_topk1_postprocess"], draft, draft_token_column=-1), ValueError, "draft_token_column"),
-        _bad("draft_topk1_postprocess", "positions_device", _modified(B["draft_topk1_postprocess"], draft, positions=on_meta), ValueError, "positions"),
+        bad_case("draft_topk1_postprocess", "logits_stride", draft, ValueError, "logits", logits=lambda x: x.t().contiguous().t()),
+        bad_case("draft_topk1_postprocess", "positions_f32", draft, TypeError, "positions", positions=lambda x: x.float()),
+        bad_case("draft_topk1_postprocess", "positions_shape", draft, ValueError, "positions", positions=lambda x: x[:1]),
+        bad_case("draft_topk1_postprocess", "draft_tokens_i32", draft, TypeError, "draft_tokens", draft_tokens=lambda x: x.int()),
+        bad_case("draft_topk1_postprocess", "column_out_of_range", draft, ValueError, "draft_token_column", draft_token_column=3),
+        bad_case("draft_topk1_postprocess", "negative_column", draft, ValueError, "draft_token_column", draft_token_column=-1),
+        bad_case("draft_topk1_postprocess", "positions_device", draft, ValueError, "positions", positions=lambda x: x.to("meta")),
         # D6 verify
-        _bad("target_verify_topk1_postprocess", "logits_rows", _modified(B["target_verify_topk1_postprocess"], verify, logits=lambda x: x[1:]), ValueError, "logits"),
-        _bad("target_verify_topk1_postprocess", "candidates_f32", _modified(B["target_verify_topk1_postprocess"], verify, candidates=lambda x: x.float()), TypeError, "candidates"),
-        _bad("target_verify_topk1_postprocess", "next_token_shape", _modified(B["target_verify_topk1_postprocess"], verify, retrieve_next_token=lambda x: x[:, :2]), ValueError, "retrieve_next_token"),
-        _bad("target_verify_topk1_postprocess", "seq_lens_i16", _modified(B["target_verify_topk1_postprocess"], verify, seq_lens=i16), TypeError, "seq_lens"),
-        _bad("target_verify_topk1_postprocess", "simulated_above_d", _modified(B["target_verify_topk1_postprocess"], verify, num_simulated_accept_tokens=5), ValueError, "num_simulated_accept_tokens"),
-        _bad("target_verify_topk1_postprocess", "real_tokens_without_simulation", _modified(B["target_verify_topk1_postprocess"], verify, use_real_draft_tokens=True), ValueError, "use_real_draft_tokens"),
-        _bad("target_verify_topk1_postprocess", "out_predicts_i64", _modified(B["target_verify_topk1_postprocess"], verify, out=lambda o: (o[0].long(), *o[1:])), TypeError, "predicts"),
-        _bad("target_verify_topk1_postprocess", "out_length", _modified(B["target_verify_topk1_postprocess"], verify, out=lambda o: o[:7]), ValueError, "out"),
-        _bad("target_verify_topk1_postprocess", "retrieve_index_out_of_range", _modified(B["target_verify_topk1_postprocess"], verify, retrieve_index=_poke((1, 2), 12)), ValueError, "retrieve_index", value_check=True),
-        _bad("target_verify_topk1_postprocess", "next_token_out_of_range", _modified(B["target_verify_topk1_postprocess"], verify, retrieve_next_token=_poke((0, 1), 4)), ValueError, "retrieve_next_token", value_check=True),
-        _bad("target_verify_topk1_postprocess", "negative_seq_len", _modified(B["target_verify_topk1_postprocess"], verify, seq_lens=_poke((2,), -1)), ValueError, "seq_lens", value_check=True),
-        _bad("target_verify_topk1_postprocess", "candidate_narrowing", _modified(B["target_verify_topk1_postprocess"], {**verify, "num_simulated_accept_tokens": 3, "use_real_draft_tokens": True}, candidates=_poke((0, 1), 2**40)), ValueError, "candidates", value_check=True),
+        bad_case("target_verify_topk1_postprocess", "logits_rows", verify, ValueError, "logits", logits=lambda x: x[1:]),
+        bad_case("target_verify_topk1_postprocess", "candidates_f32", verify, TypeError, "candidates", candidates=lambda x: x.float()),
+        bad_case("target_verify_topk1_postprocess", "next_token_shape", verify, ValueError, "retrieve_next_token", retrieve_next_token=lambda x: x[:, :2]),
+        bad_case("target_verify_topk1_postprocess", "seq_lens_i16", verify, TypeError, "seq_lens", seq_lens=lambda x: x.to(torch.int16)),
+        bad_case("target_verify_topk1_postprocess", "simulated_above_d", verify, ValueError, "num_simulated_accept_tokens", num_simulated_accept_tokens=5),
+        bad_case("target_verify_topk1_postprocess", "real_tokens_without_simulation", verify, ValueError, "use_real_draft_tokens", use_real_draft_tokens=True),
+        bad_case("target_verify_topk1_postprocess", "out_predicts_i64", verify, TypeError, "predicts", out=lambda o: (o[0].long(), *o[1:])),
+        bad_case("target_verify_topk1_postprocess", "out_length", verify, ValueError, "out", out=lambda o: o[:7]),
+        bad_case("target_verify_topk1_postprocess", "retrieve_index_out_of_range", verify, ValueError, "retrieve_index", value_check=True, retrieve_index=with_entry((1, 2), 12)),
+        bad_case("target_verify_topk1_postprocess", "next_token_out_of_range", verify, ValueError, "retrieve_next_token", value_check=True, retrieve_next_token=with_entry((0, 1), 4)),
+        bad_case("target_verify_topk1_postprocess", "negative_seq_len", verify, ValueError, "seq_lens", value_check=True, seq_lens=with_entry((2,), -1)),
+        bad_case("target_verify_topk1_postprocess", "candidate_narrowing", partial(verify, num_simulated_accept_tokens=3, use_real_draft_tokens=True), ValueError, "candidates", value_check=True, candidates=with_entry((0, 1), 2**40)),
         # D6 extend
-        _bad("draft_extend_topk1_postprocess", "row_indices_f32", _modified(B["draft_extend_topk1_postprocess"], extend, row_indices=lambda x: x.float()), TypeError, "row_indices"),
-        _bad("draft_extend_topk1_postprocess", "row_indices_2d", _modified(B["draft_extend_topk1_postprocess"], extend, row_indices=lambda x: x.view(3, 1)), ValueError, "row_indices"),
-        _bad("draft_extend_topk1_postprocess", "hidden_rows", _modified(B["draft_extend_topk1_postprocess"], extend, hidden_states=lambda x: x[1:]), ValueError, "hidden_states"),
-        _bad("draft_extend_topk1_postprocess", "dsa_f32", _modified(B["draft_extend_topk1_postprocess"], extend, dsa_topk_indices=lambda x: x.float()), TypeError, "dsa_topk_indices"),
-        _bad("draft_extend_topk1_postprocess", "out_hidden_dtype", _modified(B["draft_extend_topk1_postprocess"], extend, out=lambda o: (o[0], o[1], o[2].float(), o[3])), TypeError, r"out\[2\]"),
-        _bad("draft_extend_topk1_postprocess", "out_dsa_missing", _modified(B["draft_extend_topk1_postprocess"], extend, out=lambda o: (o[0], o[1], o[2], None)), TypeError, r"out\[3\]"),
-        _bad("draft_extend_topk1_postprocess", "row_out_of_range", _modified(B["draft_extend_topk1_postprocess"], extend, row_indices=_poke((1,), 10)), ValueError, "row_indices", value_check=True),
-        _bad("draft_extend_topk1_postprocess", "negative_row", _modified(B["draft_extend_topk1_postprocess"], extend, row_indices=_poke((0,), -1)), ValueError, "row_indices", value_check=True),
+        bad_case("draft_extend_topk1_postprocess", "row_indices_f32", extend, TypeError, "row_indices", row_indices=lambda x: x.float()),
+        bad_case("draft_extend_topk1_postprocess", "row_indices_2d", extend, ValueError, "row_indices", row_indices=lambda x: x.view(3, 1)),
+        bad_case("draft_extend_topk1_postprocess", "hidden_rows", extend, ValueError, "hidden_states", hidden_states=lambda x: x[1:]),
+        bad_case("draft_extend_topk1_postprocess", "dsa_f32", extend, TypeError, "dsa_topk_indices", dsa_topk_indices=lambda x: x.float()),
+        bad_case("draft_extend_topk1_postprocess", "out_hidden_dtype", extend, TypeError, r"out\[2\]", out=lambda o: (o[0], o[1], o[2].float(), o[3])),
+        bad_case("draft_extend_topk1_postprocess", "out_dsa_missing", extend, TypeError, r"out\[3\]", out=lambda o: (o[0], o[1], o[2], None)),
+        bad_case("draft_extend_topk1_postprocess", "row_out_of_range", extend, ValueError, "row_indices", value_check=True, row_indices=with_entry((1,), 10)),
+        bad_case("draft_extend_topk1_postprocess", "negative_row", extend, ValueError, "row_indices", value_check=True, row_indices=with_entry((0,), -1)),
     ]  # fmt: skip

@@ -14,8 +14,8 @@ from typing import Any
 import torch
 
 from .. import grid
-from ..case import BadCase, Case
-from .sampling import _label, _modified, _poison, _poke, _spread
+from ..case import BadCase, Case, bad_case, with_entry
+from .sampling import _label, _poison, _spread
 
 
 def build_generate_simulated_accept_index(
@@ -170,47 +170,54 @@ def _golden_cases() -> list[Case]:
 
 
 def bad_cases() -> list[BadCase]:
-    base = {"bs": 3, "num_steps": 3}
-    real = {**base, "token_mode": "real-draft-token"}
-    B = build_generate_simulated_accept_index
-
-    def bad(
-        name: str, sizes: dict, error: type[Exception], match: str, *, value_check: bool = False, **changes
-    ):
-        return BadCase(OP, name, _modified(B, sizes, **changes), error, match, value_check)
-
+    # The valid calls whose arguments the cases break.
+    base = partial(build_generate_simulated_accept_index, bs=3, num_steps=3)
+    real = partial(base, token_mode="real-draft-token")
     return [
-        bad("accept_index_f32", base, TypeError, "accept_index", accept_index=lambda x: x.float()),
-        bad("accept_index_no_columns", base, ValueError, "accept_index", accept_index=lambda x: x[:, :0]),
-        bad("predicts_i64", base, TypeError, "predicts", predicts=lambda x: x.long()),
-        bad("predicts_length", base, ValueError, "predicts", predicts=lambda x: x[1:]),
-        bad("ncd_i64", base, TypeError, "num_correct_drafts", num_correct_drafts=lambda x: x.long()),
-        bad("candidates_rows", base, ValueError, "candidates", candidates=lambda x: x[1:]),
-        bad("target_predict_shape", base, ValueError, "target_predict", target_predict=lambda x: x[:, 1:]),
-        bad("num_steps_zero", base, ValueError, "num_steps", num_steps=0),
-        bad("mean_nan", base, ValueError, "mean", mean=float("nan")),
-        bad("mean_str", base, TypeError, "mean", mean="2"),
-        bad("method_unknown", base, ValueError, "method", method="uniform"),
-        bad("token_mode_unknown", base, ValueError, "token_mode", token_mode="random"),
-        bad("real_tokens_on_tree", {**real, "topk": 2}, ValueError, "candidates"),
-        bad("generator_type", base, TypeError, "generator", generator=0),
-        bad("out_dtype", base, TypeError, "new_accept_index", new_accept_index=lambda x: x.long()),
-        bad("out_width", base, ValueError, "new_accept_index", new_accept_index=lambda x: x[:, 1:]),
-        bad("device_mix", base, ValueError, "num_correct_drafts", num_correct_drafts=lambda x: x.to("meta")),
-        bad(
+        bad_case(OP, "accept_index_f32", base, TypeError, "accept_index", accept_index=lambda x: x.float()),
+        bad_case(
+            OP, "accept_index_no_columns", base, ValueError, "accept_index", accept_index=lambda x: x[:, :0]
+        ),
+        bad_case(OP, "predicts_i64", base, TypeError, "predicts", predicts=lambda x: x.long()),
+        bad_case(OP, "predicts_length", base, ValueError, "predicts", predicts=lambda x: x[1:]),
+        bad_case(OP, "ncd_i64", base, TypeError, "num_correct_drafts", num_correct_drafts=lambda x: x.long()),
+        bad_case(OP, "candidates_rows", base, ValueError, "candidates", candidates=lambda x: x[1:]),
+        bad_case(
+            OP, "target_predict_shape", base, ValueError, "target_predict", target_predict=lambda x: x[:, 1:]
+        ),
+        bad_case(OP, "num_steps_zero", base, ValueError, "num_steps", num_steps=0),
+        bad_case(OP, "mean_nan", base, ValueError, "mean", mean=float("nan")),
+        bad_case(OP, "mean_str", base, TypeError, "mean", mean="2"),
+        bad_case(OP, "method_unknown", base, ValueError, "method", method="uniform"),
+        bad_case(OP, "token_mode_unknown", base, ValueError, "token_mode", token_mode="random"),
+        bad_case(OP, "real_tokens_on_tree", partial(real, topk=2), ValueError, "candidates"),
+        bad_case(OP, "generator_type", base, TypeError, "generator", generator=0),
+        bad_case(OP, "out_dtype", base, TypeError, "new_accept_index", new_accept_index=lambda x: x.long()),
+        bad_case(OP, "out_width", base, ValueError, "new_accept_index", new_accept_index=lambda x: x[:, 1:]),
+        bad_case(
+            OP,
+            "device_mix",
+            base,
+            ValueError,
+            "num_correct_drafts",
+            num_correct_drafts=lambda x: x.to("meta"),
+        ),
+        bad_case(
+            OP,
             "root_out_of_range",
             base,
             ValueError,
             "accept_index",
             value_check=True,
-            accept_index=_poke((1, 0), 12),
+            accept_index=with_entry((1, 0), 12),
         ),
-        bad(
+        bad_case(
+            OP,
             "candidate_narrowing",
             real,
             ValueError,
             "candidates",
             value_check=True,
-            candidates=_poke((0, 2), 2**40),
+            candidates=with_entry((0, 2), 2**40),
         ),
     ]

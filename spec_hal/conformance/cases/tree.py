@@ -12,12 +12,13 @@ not depend on summation order.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import torch
 
 from .. import grid
-from ..case import BadCase, Case
+from ..case import BadCase, Case, bad_case, with_entry
 
 _VOCAB = 16
 _PROB_UNITS = 64  # probabilities are multiples of 1/64
@@ -735,270 +736,318 @@ def _golden_cases() -> list[Case]:
 # Bad cases
 
 
-def _bad(
-    op: str, name: str, change: Callable[[dict[str, Any]], None], error, match, value_check=False, **sizes
-):
-    sizes = {"bs": 3, "topk": 2, "num_steps": 3, **sizes}
-    if op in ("chain_speculative_sampling", "fill_bonus_tokens"):
-        sizes.pop("topk")
-
-    def build(device):
-        kwargs = BUILDERS[op](device, **sizes)
-        change(kwargs)
-        return kwargs
-
-    return BadCase(op, name, build, error, match, value_check)
-
-
-def _set(**values: Any) -> Callable[[dict[str, Any]], None]:
-    def change(kwargs: dict[str, Any]) -> None:
-        kwargs.update(values)
-
-    return change
-
-
-def _edit(name: str, fn: Callable[[Any], Any]) -> Callable[[dict[str, Any]], None]:
-    """Replace argument ``name`` by ``fn`` of it (a tensor, or a list/tuple of them)."""
-
-    def change(kwargs: dict[str, Any]) -> None:
-        kwargs[name] = fn(kwargs[name])
-
-    return change
-
-
-def _poke(name: str, value: int, at=(0, 0)) -> Callable[[dict[str, Any]], None]:
-    def change(kwargs: dict[str, Any]) -> None:
-        tensor = kwargs[name].clone()
-        tensor[at] = value
-        kwargs[name] = tensor
-
-    return change
-
-
 def bad_cases() -> list[BadCase]:
+    organize = "organize_draft_results"
     build = "build_tree_kernel_efficient"
     greedy = "verify_tree_greedy"
     tree_sampling = "tree_speculative_sampling_target_only"
     chain = "chain_speculative_sampling"
+    bonus = "fill_bonus_tokens"
+    pack = "pack_ngram_full_mask"
+    reconstruct = "reconstruct_indices_from_tree_mask"
+    # The valid call each case breaks one argument of (a case may resize it); chains take no topk.
+    valid = {op: partial(builder, bs=3, topk=2, num_steps=3) for op, builder in BUILDERS.items()}
+    for op in (chain, bonus):
+        valid[op] = partial(BUILDERS[op], bs=3, num_steps=3)
     return [
         # C1
-        _bad(
-            "organize_draft_results",
+        bad_case(
+            organize,
             "float64_scores",
-            _edit("score_list", lambda s: [t.double() for t in s]),
+            valid[organize],
             TypeError,
             "score_list",
+            score_list=lambda s: [t.double() for t in s],
         ),
-        _bad(
-            "organize_draft_results",
+        bad_case(
+            organize,
             "float_tokens",
-            _edit("token_list", lambda s: [t.float() for t in s]),
+            valid[organize],
             TypeError,
             "token_list",
+            token_list=lambda s: [t.float() for t in s],
         ),
-        _bad(
-            "organize_draft_results",
+        bad_case(
+            organize,
             "missing_parents",
-            _edit("parents_list", lambda s: s[:-1]),
+            valid[organize],
             ValueError,
             "parents_list",
+            parents_list=lambda s: s[:-1],
         ),
-        _bad(
-            "organize_draft_results",
-            "too_many_nodes",
-            _set(draft_token_num=100),
-            ValueError,
-            "draft_token_num",
+        bad_case(
+            organize, "too_many_nodes", valid[organize], ValueError, "draft_token_num", draft_token_num=100
         ),
-        _bad(
-            "organize_draft_results",
+        bad_case(
+            organize,
             "out_int32",
-            _edit("out", lambda o: (o[0], o[1].int(), o[2])),
+            valid[organize],
             TypeError,
             r"out\[1\]",
+            out=lambda o: (o[0], o[1].int(), o[2]),
         ),
         # C2
-        _bad(
+        bad_case(
             build,
             "bitpack_too_many_nodes",
-            _set(tree_mask_mode=2, tree_mask=None),
+            partial(valid[build], topk=8, num_steps=5),
             ValueError,
             "tree_mask_mode",
-            topk=8,
-            num_steps=5,
+            tree_mask_mode=2,
+            tree_mask=None,
         ),
-        _bad(
+        bad_case(
             build,
             "bitpack_items_too_small",
-            _edit("tree_mask", lambda m: m.to(torch.uint8)),
+            partial(valid[build], mode=2, topk=4, num_steps=3),
             TypeError,
             "tree_mask",
-            mode=2,
-            topk=4,
-            num_steps=3,
+            tree_mask=lambda m: m.to(torch.uint8),
         ),
-        _bad(build, "bad_mode", _set(tree_mask_mode=3), ValueError, "tree_mask_mode"),
-        _bad(build, "full_mask_missing", _set(tree_mask=None), ValueError, "tree_mask", mode=0),
-        _bad(
+        bad_case(build, "bad_mode", valid[build], ValueError, "tree_mask_mode", tree_mask_mode=3),
+        bad_case(
+            build, "full_mask_missing", partial(valid[build], mode=0), ValueError, "tree_mask", tree_mask=None
+        ),
+        bad_case(
             build,
             "full_mask_too_small",
-            _edit("tree_mask", lambda m: m[:10]),
+            partial(valid[build], mode=0),
             ValueError,
             "tree_mask",
-            True,
-            mode=0,
+            value_check=True,
+            tree_mask=lambda m: m[:10],
         ),
-        _bad(
-            build, "qlen_mask_uint8", _edit("tree_mask", lambda m: m.to(torch.uint8)), TypeError, "tree_mask"
-        ),
-        _bad(build, "float_seq_lens", _edit("seq_lens", lambda s: s.float()), TypeError, "seq_lens"),
-        _bad(build, "negative_seq_len", _poke("seq_lens", -1, at=0), ValueError, "seq_lens", True),
-        _bad(
-            build, "selected_out_of_range", _poke("selected_index", 10**5), ValueError, "selected_index", True
-        ),
-        _bad(
-            build, "parent_list_width", _edit("parent_list", lambda p: p[:, :-1]), ValueError, "parent_list"
-        ),
-        _bad(build, "positions_int32", _edit("positions", lambda p: p.int()), TypeError, "positions"),
-        _bad(build, "verified_id_alone", _set(draft_tokens=None), ValueError, "verified_id"),
-        _bad(build, "zero_topk", _set(topk=0), ValueError, "topk"),
-        # C3
-        _bad(greedy, "predicts_int64", _edit("predicts", lambda p: p.long()), TypeError, "predicts"),
-        _bad(greedy, "accept_index_rows", _edit("accept_index", lambda a: a[:1]), ValueError, "accept_index"),
-        _bad(greedy, "float_candidates", _edit("candidates", lambda c: c.float()), TypeError, "candidates"),
-        _bad(
-            greedy, "target_shape", _edit("target_predict", lambda t: t[:, :-1]), ValueError, "target_predict"
-        ),
-        _bad(
-            greedy,
-            "next_token_out_of_range",
-            _poke("retrieve_next_token", 99),
-            ValueError,
-            "retrieve_next_token",
-            True,
-        ),
-        _bad(
-            greedy,
-            "sibling_below_minus_one",
-            _poke("retrieve_next_sibling", -2),
-            ValueError,
-            "retrieve_next_sibling",
-            True,
-        ),
-        _bad(
-            greedy,
-            "retrieve_index_out_of_range",
-            _poke("retrieve_index", 10**4),
-            ValueError,
-            "retrieve_index",
-            True,
-        ),
-        _bad(greedy, "target_narrowing", _poke("target_predict", 2**40), ValueError, "target_predict", True),
-        # C4 tree
-        _bad(
-            tree_sampling,
-            "target_probs_f16",
-            _edit("target_probs", lambda p: p.half()),
+        bad_case(
+            build,
+            "qlen_mask_uint8",
+            valid[build],
             TypeError,
-            "target_probs",
+            "tree_mask",
+            tree_mask=lambda m: m.to(torch.uint8),
         ),
-        _bad(
-            tree_sampling,
-            "draft_probs_vocab",
-            _edit("draft_probs", lambda p: p[..., :-1]),
-            ValueError,
-            "draft_probs",
-        ),
-        _bad(
-            tree_sampling,
-            "coins_shape",
-            _edit("uniform_samples", lambda u: u[:, :-1]),
-            ValueError,
-            "uniform_samples",
-        ),
-        _bad(
-            tree_sampling,
-            "final_coins_f64",
-            _edit("uniform_samples_for_final_sampling", lambda u: u.double()),
-            TypeError,
-            "uniform_samples_for_final_sampling",
-        ),
-        _bad(tree_sampling, "threshold_str", _set(threshold_acc="1"), TypeError, "threshold_acc"),
-        _bad(
-            tree_sampling, "token_out_of_vocab", _poke("candidates", _VOCAB), ValueError, "candidates", True
-        ),
-        # C4 chain
-        _bad(chain, "accept_width", _edit("accept_index", lambda a: a[:, :-1]), ValueError, "accept_index"),
-        _bad(chain, "draft_rows", _edit("draft_probs", lambda p: p[:, :-1]), ValueError, "draft_probs"),
-        _bad(chain, "token_out_of_vocab", _poke("candidates", -1), ValueError, "candidates", True),
-        # C5
-        _bad("fill_bonus_tokens", "zero_len", _poke("accept_lens", 0, at=0), ValueError, "accept_lens", True),
-        _bad(
-            "fill_bonus_tokens",
-            "len_past_width",
-            _poke("accept_lens", 99, at=0),
-            ValueError,
-            "accept_lens",
-            True,
-        ),
-        _bad(
-            "fill_bonus_tokens",
-            "bonus_int64",
-            _edit("bonus_tokens", lambda b: b.long()),
-            TypeError,
-            "bonus_tokens",
-        ),
-        _bad(
-            "fill_bonus_tokens",
-            "narrowing",
-            _edit("accept_tokens", lambda t: torch.full(t.shape, 2**40, device=t.device)),
-            ValueError,
-            "accept_tokens",
-            True,
-        ),
-        # C6
-        _bad(
-            "pack_ngram_full_mask",
-            "too_small",
-            _edit("full_mask", lambda m: m[:4]),
-            ValueError,
-            "full_mask",
-            True,
-        ),
-        _bad(
-            "pack_ngram_full_mask",
-            "uint8_mask",
-            _edit("draft_tree_mask", lambda m: m.to(torch.uint8)),
-            TypeError,
-            "draft_tree_mask",
-        ),
-        _bad(
-            "pack_ngram_full_mask",
+        bad_case(build, "float_seq_lens", valid[build], TypeError, "seq_lens", seq_lens=lambda s: s.float()),
+        bad_case(
+            build,
             "negative_seq_len",
-            _poke("seq_lens", -3, at=0),
+            valid[build],
             ValueError,
             "seq_lens",
-            True,
+            value_check=True,
+            seq_lens=with_entry(0, -1),
         ),
-        _bad(
-            "reconstruct_indices_from_tree_mask",
-            "mask_size",
-            _edit("tree_mask", lambda m: m[:-1]),
+        bad_case(
+            build,
+            "selected_out_of_range",
+            valid[build],
             ValueError,
-            "tree_mask",
+            "selected_index",
+            value_check=True,
+            selected_index=with_entry((0, 0), 10**5),
         ),
-        _bad(
-            "reconstruct_indices_from_tree_mask",
+        bad_case(
+            build,
+            "parent_list_width",
+            valid[build],
+            ValueError,
+            "parent_list",
+            parent_list=lambda p: p[:, :-1],
+        ),
+        bad_case(build, "positions_int32", valid[build], TypeError, "positions", positions=lambda p: p.int()),
+        bad_case(build, "verified_id_alone", valid[build], ValueError, "verified_id", draft_tokens=None),
+        bad_case(build, "zero_topk", valid[build], ValueError, "topk", topk=0),
+        # C3
+        bad_case(greedy, "predicts_int64", valid[greedy], TypeError, "predicts", predicts=lambda p: p.long()),
+        bad_case(
+            greedy,
+            "accept_index_rows",
+            valid[greedy],
+            ValueError,
+            "accept_index",
+            accept_index=lambda a: a[:1],
+        ),
+        bad_case(
+            greedy, "float_candidates", valid[greedy], TypeError, "candidates", candidates=lambda c: c.float()
+        ),
+        bad_case(
+            greedy,
+            "target_shape",
+            valid[greedy],
+            ValueError,
+            "target_predict",
+            target_predict=lambda t: t[:, :-1],
+        ),
+        bad_case(
+            greedy,
+            "next_token_out_of_range",
+            valid[greedy],
+            ValueError,
+            "retrieve_next_token",
+            value_check=True,
+            retrieve_next_token=with_entry((0, 0), 99),
+        ),
+        bad_case(
+            greedy,
+            "sibling_below_minus_one",
+            valid[greedy],
+            ValueError,
+            "retrieve_next_sibling",
+            value_check=True,
+            retrieve_next_sibling=with_entry((0, 0), -2),
+        ),
+        bad_case(
+            greedy,
+            "retrieve_index_out_of_range",
+            valid[greedy],
+            ValueError,
+            "retrieve_index",
+            value_check=True,
+            retrieve_index=with_entry((0, 0), 10**4),
+        ),
+        bad_case(
+            greedy,
+            "target_narrowing",
+            valid[greedy],
+            ValueError,
+            "target_predict",
+            value_check=True,
+            target_predict=with_entry((0, 0), 2**40),
+        ),
+        # C4 tree
+        bad_case(
+            tree_sampling,
+            "target_probs_f16",
+            valid[tree_sampling],
+            TypeError,
+            "target_probs",
+            target_probs=lambda p: p.half(),
+        ),
+        bad_case(
+            tree_sampling,
+            "draft_probs_vocab",
+            valid[tree_sampling],
+            ValueError,
+            "draft_probs",
+            draft_probs=lambda p: p[..., :-1],
+        ),
+        bad_case(
+            tree_sampling,
+            "coins_shape",
+            valid[tree_sampling],
+            ValueError,
+            "uniform_samples",
+            uniform_samples=lambda u: u[:, :-1],
+        ),
+        bad_case(
+            tree_sampling,
+            "final_coins_f64",
+            valid[tree_sampling],
+            TypeError,
+            "uniform_samples_for_final_sampling",
+            uniform_samples_for_final_sampling=lambda u: u.double(),
+        ),
+        bad_case(
+            tree_sampling,
+            "threshold_str",
+            valid[tree_sampling],
+            TypeError,
+            "threshold_acc",
+            threshold_acc="1",
+        ),
+        bad_case(
+            tree_sampling,
+            "token_out_of_vocab",
+            valid[tree_sampling],
+            ValueError,
+            "candidates",
+            value_check=True,
+            candidates=with_entry((0, 0), _VOCAB),
+        ),
+        # C4 chain
+        bad_case(
+            chain, "accept_width", valid[chain], ValueError, "accept_index", accept_index=lambda a: a[:, :-1]
+        ),
+        bad_case(
+            chain, "draft_rows", valid[chain], ValueError, "draft_probs", draft_probs=lambda p: p[:, :-1]
+        ),
+        bad_case(
+            chain,
+            "token_out_of_vocab",
+            valid[chain],
+            ValueError,
+            "candidates",
+            value_check=True,
+            candidates=with_entry((0, 0), -1),
+        ),
+        # C5
+        bad_case(
+            bonus,
+            "zero_len",
+            valid[bonus],
+            ValueError,
+            "accept_lens",
+            value_check=True,
+            accept_lens=with_entry(0, 0),
+        ),
+        bad_case(
+            bonus,
+            "len_past_width",
+            valid[bonus],
+            ValueError,
+            "accept_lens",
+            value_check=True,
+            accept_lens=with_entry(0, 99),
+        ),
+        bad_case(
+            bonus, "bonus_int64", valid[bonus], TypeError, "bonus_tokens", bonus_tokens=lambda b: b.long()
+        ),
+        bad_case(
+            bonus,
+            "narrowing",
+            valid[bonus],
+            ValueError,
+            "accept_tokens",
+            value_check=True,
+            accept_tokens=lambda t: torch.full(t.shape, 2**40, device=t.device),
+        ),
+        # C6
+        bad_case(
+            pack,
+            "too_small",
+            valid[pack],
+            ValueError,
+            "full_mask",
+            value_check=True,
+            full_mask=lambda m: m[:4],
+        ),
+        bad_case(
+            pack,
+            "uint8_mask",
+            valid[pack],
+            TypeError,
+            "draft_tree_mask",
+            draft_tree_mask=lambda m: m.to(torch.uint8),
+        ),
+        bad_case(
+            pack,
+            "negative_seq_len",
+            valid[pack],
+            ValueError,
+            "seq_lens",
+            value_check=True,
+            seq_lens=with_entry(0, -3),
+        ),
+        bad_case(
+            reconstruct, "mask_size", valid[reconstruct], ValueError, "tree_mask", tree_mask=lambda m: m[:-1]
+        ),
+        bad_case(
+            reconstruct,
             "positions_int32",
-            _edit("positions", lambda p: p.int()),
+            valid[reconstruct],
             TypeError,
             "positions",
+            positions=lambda p: p.int(),
         ),
-        _bad(
-            "reconstruct_indices_from_tree_mask",
-            "zero_nodes",
-            _set(draft_token_num=0),
-            ValueError,
-            "draft_token_num",
+        bad_case(
+            reconstruct, "zero_nodes", valid[reconstruct], ValueError, "draft_token_num", draft_token_num=0
         ),
     ]
