@@ -5,13 +5,14 @@
 Importing spec_hal initialises no device and loads no plugin: both happen on first use.
 """
 
-from . import ops, runtime
+from . import composition, ops, runtime
 from ._version import API_VERSION, __version__
 from .detect import Check, HostFacts, ProbeResult
 from .errors import BindingError, DeviceSelectionError, FallbackError, PluginError, SpecHalError
-from .opdef import define_op
+from .opdef import OpDef, define_op
 from .registry import (
     PORTABLE,
+    REGISTRY,
     TRITON,
     Capabilities,
     DeviceDescriptor,
@@ -27,6 +28,8 @@ from .registry import (
 __all__ = [
     "API_VERSION",
     "PORTABLE",
+    "REGISTRY",
+    "OpDef",
     "TRITON",
     "BindingError",
     "Capabilities",
@@ -45,6 +48,7 @@ __all__ = [
     "detect",
     "devices",
     "fallbacks",
+    "composition",
     "ops",
     "register_device",
     "register_impl",

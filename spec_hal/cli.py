@@ -17,50 +17,7 @@ from typing import Any
 
 from . import __version__, plugins, registry
 from .errors import SpecHalError
-
-_VERSIONED_PACKAGES = (
-    "torch",
-    "triton",
-    "numpy",
-    "torch_npu",
-    "torch_musa",
-    "torchada",
-    "intel_extension_for_pytorch",
-    "xgrammar",
-    "huggingface_hub",
-)
-
-
-def _versions() -> dict[str, str | None]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    found: dict[str, str | None] = {"spec_hal": __version__}
-    for name in _VERSIONED_PACKAGES:
-        try:
-            found[name] = version(name.replace("_", "-"))
-        except PackageNotFoundError:
-            try:
-                found[name] = version(name)
-            except PackageNotFoundError:
-                found[name] = None
-    return found
-
-
-def git_commit() -> str | None:
-    """The commit measured: ``SPEC_HAL_COMMIT`` (set by tools/h200_run.sh, whose copy has no .git),
-    else ``git rev-parse`` of the working directory."""
-    import os
-    import subprocess
-
-    if os.environ.get("SPEC_HAL_COMMIT"):
-        return os.environ["SPEC_HAL_COMMIT"]
-    try:
-        done = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout.strip() or None
+from .reporting import bench_progress, check_progress, end_status_line, git_commit, versions
 
 
 def _binding_rows(descriptor: registry.DeviceDescriptor) -> list[dict[str, Any]]:
@@ -107,7 +64,7 @@ def info_data(device_name: str | None = None) -> dict[str, Any]:
         "probes": [p.to_json() | {"priority": registry.device(p.vendor).priority} for p in detection.probes],
         "ops": _binding_rows(descriptor),
         "plugins": [r.to_json() for r in plugins.reports()],
-        "versions": _versions(),
+        "versions": versions(__version__),
     }
 
 
@@ -123,12 +80,15 @@ TESTED_HOW = {
 
 
 def vendor_matrix() -> str:
-    """Markdown table: op x built-in vendor -> intended provider (what `spec-hal info --device` binds)."""
+    """Markdown table: op x built-in vendor -> intended provider (what `spec-hal info --device` binds).
+
+    A vendor's intents depend on the kernel families it binds (the Triton family's coverage is its
+    launcher table), so each vendor's bindings are loaded first."""
     public = set(importlib.import_module("spec_hal.ops").__all__)  # not ops other code defined
-    vendors = list(TESTED_HOW)
-    lines = ["| op | " + " | ".join(vendors) + " |", "|---|" + "---|" * len(vendors)]
+    vendors = [registry.REGISTRY.load_bindings(name) for name in TESTED_HOW]
+    lines = ["| op | " + " | ".join(v.name for v in vendors) + " |", "|---|" + "---|" * len(vendors)]
     for name in sorted(set(registry.ops()) & public):
-        cells = [registry.device(v).intent(name).provider for v in vendors]
+        cells = [registry.intent_of(v, name).provider for v in vendors]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines += ["", "| vendor | tested how |", "|---|---|"]
     lines += [f"| {v} | {how} |" for v, how in TESTED_HOW.items()]
@@ -188,7 +148,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
 def _cmd_check(args: argparse.Namespace) -> int:
     import time
 
-    from .conformance.runner import Result, Selection, report, run_suite
+    from .conformance.runner import Selection, report, run_suite
 
     descriptor = registry.device(args.device) if args.device else registry.current_device()
     probe = next((p for p in registry.detect().probes if p.vendor == descriptor.name), None)
@@ -203,21 +163,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
         inductor_ops=frozenset(args.inductor_ops.split(",")) if args.inductor_ops else frozenset(),
         emulated=args.emulate,
     )
-    done = [0]
-
-    def progress(result: Result) -> None:
-        done[0] += 1
-        if result.status == "fail":  # at once: a run cut short by a time limit still shows it
-            print(
-                f"FAIL {result.op} [{result.provider}] {result.case_class} {result.case}: {result.reason[:300]}",
-                flush=True,
-            )
-        if sys.stderr.isatty() or done[0] % 50 == 0:
-            print(f"\r  {done[0]} checks ({result.op})".ljust(70), end="", file=sys.stderr, flush=True)
-
     started = time.time()
-    results = run_suite(descriptor, selection, progress)
-    print("", file=sys.stderr)
+    results = run_suite(descriptor, selection, check_progress())
+    end_status_line()
     data = report(results, descriptor, time.time() - started, args.emulate)
     _print_check(data)
     if args.report:
@@ -229,24 +177,61 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 def _cmd_bench(args: argparse.Namespace) -> int:
     from . import bench
-    from .bench.report import plot
 
-    def progress(message: str) -> None:
-        print(f"\r{message}".ljust(80)[:80], end="", file=sys.stderr, flush=True)
+    ops = set(args.ops.split(",")) if args.ops else None
+    if args.sweep:
+        if args.plot or args.host_profile is not None:
+            raise SpecHalError(
+                "--sweep times launch configurations only: --plot and --host-profile do not apply"
+            )
+        return _cmd_bench_sweep(args, ops)
+    if args.sweep_kib is not None or args.sweep_warps is not None:
+        raise SpecHalError("--sweep-kib and --sweep-warps choose the candidates of --sweep")
+    from .bench.report import plot
 
     def checkpoint(partial: dict[str, Any]) -> None:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump(partial, handle, indent=1)
 
-    ops = set(args.ops.split(",")) if args.ops else None
-    data = bench.run(args.device, ops, args.sizes, progress, checkpoint if args.json else None)
-    print("", file=sys.stderr)
+    data = bench.run(args.device, ops, args.sizes, bench_progress(), checkpoint if args.json else None)
+    end_status_line()
+    if args.host_profile is not None:
+        from .bench import host_profile
+
+        data["host_profile"] = host_profile.run(
+            args.device, ops, args.host_profile, progress=bench_progress()
+        )
+        end_status_line()
     bench.print_table(data)
+    if args.host_profile is not None:
+        print()
+        host_profile.print_profiles(data["host_profile"])
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump(data, handle, indent=1)
     if args.plot:
         plot(data, args.plot)
+    return 0
+
+
+def _cmd_bench_sweep(args: argparse.Namespace, ops: set[str] | None) -> int:
+    import time
+
+    from .bench import sweep
+
+    rows = sweep.run(
+        args.device, ops, args.sweep_kib, args.sweep_warps, emit=lambda line: print(line, flush=True)
+    )
+    if args.json:
+        data = {
+            "device": args.device or registry.current_device().name,
+            "date": time.strftime("%Y-%m-%d"),
+            "commit": git_commit(),
+            "versions": versions(__version__),
+            "sweep": rows,
+        }
+        with open(args.json, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=1)
     return 0
 
 
@@ -273,6 +258,26 @@ def _print_check(data: dict[str, Any]) -> None:
     failures = [row for row in data["results"] if row["status"] == "fail"]
     if failures:
         print(f"{len(failures)} failing check(s), listed as they ran (FAIL lines above)")
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{value} is not positive")
+    return value
+
+
+def _counts(text: str) -> list[int]:
+    """argparse type of ``--sweep-kib`` / ``--sweep-warps``: positive integers, comma-separated."""
+    from .bench.sweep import parse_counts
+
+    try:
+        return parse_counts(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -313,6 +318,34 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--sizes", choices=("quick", "full"), default="quick")
     bench.add_argument("--json", help="write the results as JSON")
     bench.add_argument("--plot", help="write a PNG plot (needs matplotlib: the bench extra)")
+    bench.add_argument(
+        "--host-profile",
+        nargs="?",
+        type=_positive,
+        const=64,
+        default=None,
+        metavar="BS",
+        help="also cProfile each op's eager public call at batch size BS (default 64): host time per "
+        "call and the functions with the most own time, printed after the table and in the JSON",
+    )
+    bench.add_argument(
+        "--sweep",
+        action="store_true",
+        help="instead of the bench: time the Triton providers of the copy-bound ops (--ops narrows them) "
+        "under alternative launch configurations, in graph replays (accelerators only)",
+    )
+    bench.add_argument(
+        "--sweep-kib",
+        type=_counts,
+        metavar="LIST",
+        help="with --sweep: copy tile sizes in KiB, comma-separated (default: $SWEEP_KIB, else 8,16,32)",
+    )
+    bench.add_argument(
+        "--sweep-warps",
+        type=_counts,
+        metavar="LIST",
+        help="with --sweep: copy warp counts, comma-separated (default: $SWEEP_WARPS, else 4,8)",
+    )
     bench.set_defaults(run=_cmd_bench)
 
     from . import demo

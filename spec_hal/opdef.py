@@ -1,12 +1,22 @@
-"""Op definitions: a portable reference that is also the provider schema, and the dispatch to providers.
+"""The op object: one per device op, the public callable and everything that belongs to the op.
 
-An op family module writes, for each device op, two things side by side:
+An op family module writes, for each device op, its portable **reference** (the provider
+signature: every output passed in as a tensor, scalars validated, returns None) and its public
+**contract** (docstring, argument checks, optional outputs allocated, then ``<op>.dispatch``)::
 
-* the **portable reference**, decorated with :func:`define_op`. Its signature is the *provider
-  signature* shared by every implementation of the op: all outputs allocated, scalars validated.
-  Providers write their outputs and return None. Its annotations give the ``torch.library`` schema.
-* the **public contract** ``spec_hal.ops.<name>``: docstring, argument validation, allocation of
-  optional outputs, then ``<op>.dispatch(device, *provider_args)``.
+    def _assign_extend_cache_locs_reference(req_pool_indices, req_to_token, start, end, out) -> None:
+        ...  # portable torch, writes out
+
+    @define_op(_assign_extend_cache_locs_reference, mutates=("out",), op_class="latency")
+    def assign_extend_cache_locs(req_pool_indices, req_to_token, start, end, out):
+        \"\"\"The contract.\"\"\"
+        ...  # checks that name the argument
+        assign_extend_cache_locs.dispatch(device, req_pool_indices, req_to_token, start, end, out)
+        return out
+
+``spec_hal.ops.assign_extend_cache_locs`` is then the :class:`OpDef`: calling it runs the contract;
+it carries ``.reference``, ``.register_impl``, ``.mutates``, ``.op_class``, ``.variant`` (the
+argument names a provider may specialise on) and ``.bytes_moved(...)``.
 
 ``dispatch`` is the hot path: one dict lookup keyed by (tensor device, variant) and a direct call
 of the bound provider. Only while ``torch.compile`` traces does it go through
@@ -16,24 +26,25 @@ annotations (``Tensor(a!)``) and a fake implementation.
 
 from __future__ import annotations
 
+import inspect
 import threading
 from collections.abc import Callable, Hashable, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import torch
 
 from . import registry
+from .registry import ANY_VENDOR, PORTABLE, Decline, Implementation, Variant
 
 OpClass = Literal["latency", "bandwidth"]
+Provider = TypeVar("Provider", bound=Callable[..., None])
 
 _LIBRARY_NAME = "spec_hal"
 _library: torch.library.Library | None = None
 _library_lock = threading.Lock()
 
 # Dynamo answers this call with True while tracing; in eager it is a constant False (cheapest check).
-_is_compiling: Callable[[], bool] = getattr(
-    torch.compiler, "is_dynamo_compiling", torch.compiler.is_compiling
-)
+is_compiling: Callable[[], bool] = getattr(torch.compiler, "is_dynamo_compiling", torch.compiler.is_compiling)
 
 
 def _get_library() -> torch.library.Library:
@@ -44,56 +55,164 @@ def _get_library() -> torch.library.Library:
         return _library
 
 
+def _variant_part(value: object) -> Hashable:
+    """What a provider may specialise on in one argument: a tensor's dtype (a tuple of them for a
+    list of tensors), None for an absent optional argument, a scalar as it is."""
+    dtype = getattr(value, "dtype", None)
+    if dtype is not None:
+        return dtype  # type: ignore[no-any-return]
+    if isinstance(value, (list, tuple)):
+        return tuple(_variant_part(item) for item in value)
+    return value  # type: ignore[return-value]
+
+
+def _positional_names(fn: Callable[..., Any]) -> tuple[list[str], bool]:
+    """The positional parameter names of ``fn`` and whether it takes ``*args``."""
+    names, var_args = [], False
+    for param in inspect.signature(fn).parameters.values():
+        if param.kind is param.VAR_POSITIONAL:
+            var_args = True
+        elif param.kind in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
+            names.append(param.name)
+        elif param.kind is param.KEYWORD_ONLY and param.default is param.empty:
+            names.append(f"*{param.name}")  # a required keyword-only parameter never matches
+    return names, var_args
+
+
 class OpDef:
-    """One device op: its name, provider schema, portable reference and binding cache."""
+    """One device op. Calling it runs the public contract."""
 
     def __init__(
         self,
-        name: str,
-        portable: Callable[..., None],
+        contract: Callable[..., Any],
+        reference: Callable[..., None],
         *,
         mutates: Sequence[str],
         op_class: OpClass,
-        bytes_moved: str = "",
-        variant: Callable[..., Hashable] | None = None,
+        variant: Sequence[str] = (),
+        bytes_moved: Callable[..., int] | None = None,
     ) -> None:
-        self.name = name
-        self.variant_of = variant
-        self.portable = portable
+        self.name: str = contract.__name__
+        self.contract = contract
+        self.reference = reference
         self.mutates = tuple(mutates)
         self.op_class = op_class
-        self.bytes_moved = bytes_moved
+        self.__signature__ = inspect.signature(contract)
+        self.__wrapped__ = contract
+        params, _ = _positional_names(reference)
+        for name in (*self.mutates, *variant):
+            if name not in params:
+                raise ValueError(
+                    f"op {self.name!r}: {name!r} is not a parameter of its reference ({', '.join(params)})"
+                )
+        self.variant = tuple(variant)
+        self._variant_positions = tuple(params.index(name) for name in variant)
+        self._bytes_formula = bytes_moved
         self._bound: dict[tuple[torch.device, Hashable], Callable[..., None]] = {}
         self._torch_op: Any = None
         self._define_torch_op()
+        registry.register_op(self)
+        registry.register_impl(self.name, ANY_VENDOR, PORTABLE, reference)
 
     # -- the hot path -------------------------------------------------------------------------------
 
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.contract(*args, **kwargs)
+
     def dispatch(self, device: torch.device, *args: Any) -> None:
         """Run the provider bound to ``device`` (and the args' variant) on the provider arguments."""
-        if _is_compiling():
+        if is_compiling():
             self._torch_op(*args)
             return
-        variant_of = self.variant_of
-        key = (device, None if variant_of is None else variant_of(*args))
+        key = (device, self.variant_of(args) if self._variant_positions else None)
         fn = self._bound.get(key)
         if fn is None:
             fn = self.bind(*key)
         fn(*args)
 
-    def bind(self, device: torch.device, variant: Hashable = None) -> Callable[..., None]:
-        """Resolve (and cache) the provider callable for ``device`` and ``variant``."""
+    def variant_of(self, args: Sequence[Any]) -> Variant:
+        """The variant of these provider arguments: one entry per name in ``variant``."""
+        return tuple(_variant_part(args[position]) for position in self._variant_positions)
+
+    def bind(self, device: torch.device, variant: Variant = None) -> Callable[..., None]:
+        """Resolve the provider for ``device`` and ``variant``; cached unless the registry changed
+        while resolving (then the next call resolves again and sees the newer provider)."""
+        generation = registry.STATE.generation
         fn = registry.resolve(self.name, device, variant)
-        self._bound[(device, variant)] = fn
+        with registry.STATE.lock:
+            if registry.STATE.generation == generation:
+                self._bound[(device, variant)] = fn
         return fn
 
     def clear_bindings(self) -> None:
         self._bound.clear()
 
+    # -- providers ----------------------------------------------------------------------------------
+
+    def register_impl(
+        self,
+        vendor: str,
+        provider: str,
+        fn: Provider | None = None,
+        *,
+        priority: int | None = None,
+        supports: Callable[[Variant], Decline] | None = None,
+    ) -> Any:
+        """Register ``fn`` as ``provider`` of this op on ``vendor`` (see :func:`spec_hal.register_impl`).
+
+        Without ``fn`` it is a decorator: ``@op.register_impl("myvendor", "mykernel")``. ``fn`` must
+        take the reference's parameters, in order and by the same names (or ``*args``).
+        """
+        if fn is None:
+
+            def decorate(provider_fn: Provider) -> Provider:
+                registry.register_impl(
+                    self.name, vendor, provider, provider_fn, priority=priority, supports=supports
+                )
+                return provider_fn
+
+            return decorate
+        registry.register_impl(self.name, vendor, provider, fn, priority=priority, supports=supports)
+        return fn
+
+    def check_provider(self, provider: str, fn: Callable[..., None]) -> None:
+        """Refuse a provider whose parameters are not the reference's (a ``*args`` provider passes)."""
+        if fn is self.reference:
+            return
+        expected, _ = _positional_names(self.reference)
+        try:
+            names, var_args = _positional_names(fn)
+        except (TypeError, ValueError):  # a builtin without a signature: nothing to check
+            return
+        if var_args and all(name in expected for name in names):
+            return
+        if names != expected:
+            raise TypeError(
+                f"provider {provider!r} of op {self.name!r}: parameters ({', '.join(names)}) do not match "
+                f"the reference's ({', '.join(expected)})"
+            )
+
+    def implementations(self, vendor: str | None = None) -> list[Implementation]:
+        """Providers registered for this op (on ``vendor``, portable included), highest priority first."""
+        impls = registry.STATE.impls.get(self.name, [])
+        return [i for i in impls if vendor is None or i.vendor in (vendor, ANY_VENDOR)]
+
+    # -- what the op costs ----------------------------------------------------------------------------
+
+    def bytes_moved(self, *args: Any, **kwargs: Any) -> int:
+        """Bytes a call with these public arguments must read and write: the op's own formula where
+        its tensors' sizes overstate it (moves touch only the moved rows), else every tensor
+        argument once."""
+        bound = self.__signature__.bind(*args, **kwargs)
+        bound.apply_defaults()
+        if self._bytes_formula is not None:
+            return self._bytes_formula(**bound.arguments)
+        return sum(t.nbytes for t in _tensors(bound.arguments.values()))
+
     # -- torch.library -----------------------------------------------------------------------------
 
     def _define_torch_op(self) -> None:
-        schema = torch.library.infer_schema(self.portable, mutates_args=self.mutates)
+        schema = torch.library.infer_schema(self.reference, mutates_args=self.mutates)
         lib = _get_library()
         lib.define(self.name + schema)
         lib.impl(self.name, self._run_from_torch_op, "CompositeExplicitAutograd")
@@ -102,13 +221,23 @@ class OpDef:
 
     def _run_from_torch_op(self, *args: Any) -> None:
         # Reached when a compiled graph (or a direct torch.ops call) runs the op: same binding as eager.
-        device = _first_tensor_device(args)
-        variant = self.variant_of(*args) if self.variant_of is not None else None
+        device = next(t.device for t in _tensors(args))
+        variant = self.variant_of(args) if self._variant_positions else None
         fn = self._bound.get((device, variant)) or self.bind(device, variant)
         fn(*args)
 
     def __repr__(self) -> str:
-        return f"OpDef({self.name!r}, class={self.op_class})"
+        return f"<spec_hal op {self.name} ({self.op_class})>"
+
+
+def _tensors(values: Any) -> Any:
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            yield value
+        elif isinstance(value, (list, tuple)):
+            yield from (item for item in value if isinstance(item, torch.Tensor))
+        elif hasattr(value, "tensors"):  # containers of tensors (KV buffers) say what they hold
+            yield from value.tensors()
 
 
 def _fake_mutating_only(*args: Any) -> None:
@@ -116,39 +245,38 @@ def _fake_mutating_only(*args: Any) -> None:
     return None
 
 
-def _first_tensor_device(args: Sequence[Any]) -> torch.device:
-    for arg in args:
-        if isinstance(arg, torch.Tensor):
-            return arg.device
-        if isinstance(arg, (list, tuple)):
-            for item in arg:
-                if isinstance(item, torch.Tensor):
-                    return item.device
-    raise ValueError("op called without tensor arguments")
-
-
 def define_op(
-    name: str,
+    reference: Callable[..., None],
     *,
     mutates: Sequence[str],
     op_class: OpClass,
-    bytes_moved: str = "",
-    variant: Callable[..., Hashable] | None = None,
-) -> Callable[[Callable[..., None]], OpDef]:
-    """Decorate an op's portable reference: defines the op, its schema and its portable provider.
+    variant: Sequence[str] = (),
+    bytes_moved: Callable[..., int] | None = None,
+) -> Callable[[Callable[..., Any]], OpDef]:
+    """Decorate an op's public contract: the result is the op object, named after the contract.
 
-    ``mutates`` names every argument the op writes (outputs and in-out tensors): it becomes
-    ``Tensor(a!)`` in the ``torch.library`` schema. ``bytes_moved`` documents, for bandwidth-bound
-    ops, the bytes the benchmarks divide by the time. ``variant(*provider_args)`` returns what a
-    provider may decline (index dtypes, a mask mode); bindings are cached per variant.
+    ``reference`` is the portable torch implementation in the provider convention. ``mutates``
+    names every argument it writes (``Tensor(a!)`` in the ``torch.library`` schema). ``variant``
+    names the reference's arguments a provider may specialise on (a tensor counts by its dtype, a
+    list of tensors by theirs, a scalar by its value); bindings are cached per variant.
+    ``bytes_moved(**public_arguments)`` counts the bytes a call must move, where every tensor
+    argument once would overstate it.
     """
 
-    def wrap(portable: Callable[..., None]) -> OpDef:
-        op = OpDef(
-            name, portable, mutates=mutates, op_class=op_class, bytes_moved=bytes_moved, variant=variant
+    def wrap(contract: Callable[..., Any]) -> OpDef:
+        # Each op gets its own class, named after it and documented by its contract, so that
+        # help() and type() say what the op is.
+        op_type = type(
+            contract.__name__,
+            (OpDef,),
+            {
+                "__doc__": contract.__doc__,
+                "__module__": contract.__module__,
+                "__qualname__": contract.__qualname__,
+            },
         )
-        registry.register_op(op)
-        registry.register_impl(name, registry.ANY_VENDOR, registry.PORTABLE, portable)
-        return op
+        return op_type(
+            contract, reference, mutates=mutates, op_class=op_class, variant=variant, bytes_moved=bytes_moved
+        )
 
     return wrap

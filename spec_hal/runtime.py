@@ -8,6 +8,7 @@ runtime, also while a test emulates a vendor on the CPU.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -18,10 +19,38 @@ from . import registry
 _HOST_TYPES = frozenset({"cpu", "meta"})
 
 
+class HostRuntime:
+    """CPU (and meta) tensors: no streams, nothing to wait for, no guard."""
+
+    def synchronize(self, device: torch.device) -> None:
+        return None
+
+    def current_stream(self, device: torch.device) -> Any:
+        return None
+
+    def record_stream(self, tensor: torch.Tensor, stream: Any) -> None:
+        return None
+
+    def device_guard(self, device: torch.device) -> Any:
+        return contextlib.nullcontext()
+
+    def current_index(self) -> int:
+        return 0
+
+    def is_capturing(self, device: torch.device) -> bool:
+        return False
+
+    def capture_graph(
+        self, fn: Callable[[], None], device: torch.device, generators: Sequence[torch.Generator] = ()
+    ) -> Callable[[], None]:
+        raise ValueError("host tensors have no device graphs")
+
+
+HOST_RUNTIME = HostRuntime()
+
+
 def _runtime(device: torch.device) -> registry.Runtime:
     if device.type in _HOST_TYPES:
-        from .devices._runtime import HOST_RUNTIME
-
         return HOST_RUNTIME
     return registry.runtime_of(registry.vendor_for(device.type))
 

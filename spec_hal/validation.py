@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import torch
 
 from . import config
-from .opdef import _is_compiling
+from .opdef import is_compiling
 
 INDEX_DTYPES = (torch.int32, torch.int64)
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -107,8 +107,8 @@ def value_checks_enabled(device: torch.device) -> bool:
     """Whether data-dependent checks run for tensors on ``device`` (see module docstring)."""
     kind = device.type
     if kind == "cpu":
-        return not _is_compiling()
-    return kind != "meta" and config.debug() and not _is_compiling()
+        return not is_compiling()
+    return kind != "meta" and config.debug() and not is_compiling()
 
 
 def check_range(name: str, value: torch.Tensor, low: int, high: int, *, allow: int | None = None) -> None:

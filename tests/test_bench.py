@@ -1,10 +1,15 @@
-"""``spec-hal bench``: the bytes each op moves (the bandwidth column) and how a row is derived."""
+"""``spec-hal bench``: the bytes each op moves (the bandwidth column), how a row is derived, the
+launch configurations and ops ``--sweep`` times, and ``--host-profile``."""
 
 from __future__ import annotations
 
+import dataclasses
+
+import pytest
 import torch
 
 from spec_hal.bench import Timing, _row, bytes_moved, run
+from spec_hal.errors import SpecHalError
 from spec_hal.ops import KVBuffers
 
 
@@ -28,6 +33,7 @@ def test_mamba_scatter_counts_written_lanes_of_both_line_sets():
         "ssm_states": ssm,
         "intermediate_ssm": torch.zeros(layers, rows, steps, 2, 2),
         "conv_states": conv,
+        "intermediate_conv_windows": [torch.zeros(layers, rows, steps, 3)],
         "state_indices": torch.tensor([0, 7, 2]),  # line 7 is out of range: padding
         "last_correct_step_indices": torch.tensor([1, 0, -1]),  # step -1: padding
         "mamba_track_indices": torch.tensor([3, 4, 1]),
@@ -49,7 +55,17 @@ def test_draft_extend_reads_only_the_selected_logits_rows():
 
 def test_draft_kv_indices_follow_the_ops_formula():
     seq_lens = torch.tensor([5, 0, 7])
-    kwargs = {"seq_lens": seq_lens, "topk": 2, "num_steps": 3}
+    kwargs = {
+        "req_pool_indices": torch.arange(3),
+        "req_to_token": torch.zeros(3, 16, dtype=torch.int32),
+        "seq_lens": seq_lens,
+        "positions": seq_lens,
+        "page_size": 1,
+        "topk": 2,
+        "num_steps": 3,
+        "kv_indices": torch.zeros(3, 64, dtype=torch.int32),
+        "kv_indptr": torch.zeros(3, 7, dtype=torch.int32),
+    }
     bs, k, s, prefix = 3, 2, 3, 12
     expected = (
         4 * (prefix + bs * k * s) + 4 * s * k * prefix + 2 * bs * k * s * (s + 1) + 4 * s * (bs * k + 1)
@@ -82,3 +98,88 @@ def test_cpu_run_measures_every_provider_against_portable():
             assert row["speedup_vs_portable"] == 1.0
     assert any(r["provider"] == "cpu" for r in rows)  # assign_extend_cache_locs has a CPU provider
     assert data["dispatch"]["dispatch_overhead_us"] < data["dispatch"]["public_us"]
+
+
+# --------------------------------------------------------------------------------------------------
+# --sweep: which launch configurations and ops it times (the timing itself needs an accelerator)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Config:  # stands in for kernels.triton.config.LaunchConfig (which needs Triton to import)
+    name: str
+    num_warps: int = 4
+    copy_num_warps: int = 4
+    copy_block_bytes: int = 8192
+
+
+def test_sweep_candidates_cross_tile_sizes_with_warp_counts():
+    from spec_hal.bench.sweep import candidates
+
+    base = _Config("hopper", num_warps=2)
+    found = candidates(base, [8, 32], [4, 8])
+    assert [c.name for c in found] == ["copy8k-w4", "copy8k-w8", "copy32k-w4", "copy32k-w8"]
+    assert [(c.copy_block_bytes, c.copy_num_warps) for c in found] == [
+        (8192, 4),
+        (8192, 8),
+        (32768, 4),
+        (32768, 8),
+    ]
+    assert all(c.num_warps == 2 for c in found)  # only the copy parameters change
+
+
+def test_sweep_counts_come_from_the_option_then_the_environment_then_the_defaults():
+    from spec_hal.bench.sweep import parse_counts, tile_kib, warp_counts
+
+    assert tile_kib(None, {}) == [8, 16, 32] and warp_counts(None, {}) == [4, 8]
+    environ = {"SWEEP_KIB": "4,128", "SWEEP_WARPS": "16"}
+    assert tile_kib(None, environ) == [4, 128] and warp_counts(None, environ) == [16]
+    assert tile_kib([2], environ) == [2] and warp_counts([1], environ) == [1]
+    assert parse_counts(" 8, 16,,8 ") == [8, 16]
+    for bad in ("0", "-4", "x", ",", ""):
+        with pytest.raises(ValueError):
+            parse_counts(bad)
+    with pytest.raises(SpecHalError, match="SWEEP_WARPS='4,x'"):
+        warp_counts(None, {"SWEEP_WARPS": "4,x"})
+
+
+def test_sweep_ops_are_the_copy_bound_triton_ops():
+    from spec_hal.bench import LARGE_SIZES, builders
+    from spec_hal.bench.sweep import SWEEP_OPS, sizes_of, sweep_ops
+
+    assert sweep_ops(None) == list(SWEEP_OPS)
+    assert sweep_ops({"move_kv_cache", "scatter_mamba_states_after_mtp_verify"}) == [
+        "scatter_mamba_states_after_mtp_verify",
+        "move_kv_cache",
+    ]
+    with pytest.raises(SpecHalError, match="cannot time fast_topk"):
+        sweep_ops({"fast_topk", "move_kv_cache"})
+    known = builders()
+    for op in SWEEP_OPS:
+        assert op in known, f"no inputs to sweep {op} with"
+        assert sizes_of(op) == LARGE_SIZES.get(op, [{"bs": 64}, {"bs": 512}])
+    assert sizes_of("fast_topk") == [{"bs": 64}, {"bs": 512}]
+
+
+def test_every_swept_op_has_a_triton_launcher():
+    pytest.importorskip("triton")
+    from spec_hal.bench.sweep import SWEEP_OPS
+    from spec_hal.kernels.triton.family import LAUNCHERS
+
+    assert set(SWEEP_OPS) <= set(LAUNCHERS)
+
+
+def test_sweep_refuses_the_cpu():
+    from spec_hal.bench import sweep
+
+    with pytest.raises(SpecHalError, match="on an accelerator"):
+        sweep.run("cpu", ["move_kv_cache"])
+
+
+def test_host_profile_of_a_public_call():
+    from spec_hal.bench import host_profile
+
+    (entry,) = host_profile.run("cpu", {"assign_extend_cache_locs"}, bs=8, calls=20)
+    assert entry["op"] == "assign_extend_cache_locs" and "bs=8" in entry["size"]
+    assert entry["per_call_us"] > 0 and 0 < len(entry["top"]) <= 14
+    assert {"function", "calls", "own_us_per_call", "cumulative_us_per_call"} <= set(entry["top"][0])
+    assert "tottime" in entry["text"]

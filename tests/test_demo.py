@@ -275,7 +275,7 @@ def forced_capture(monkeypatch):
 
     monkeypatch.setattr(runtime, "is_capturing", is_capturing)  # new_output imports it per call
     monkeypatch.setattr(kv, "is_capturing", is_capturing)  # KVBuffers' check (imported by name)
-    monkeypatch.setattr(validation, "_is_compiling", lambda: dummy_run[0])  # value checks off
+    monkeypatch.setattr(validation, "is_compiling", lambda: dummy_run[0])  # value checks off
     monkeypatch.setattr(runtime, "supports_graph_capture", lambda device=None: True)
     monkeypatch.setattr(runtime, "capture_graph", capture_graph)
     return under_capture

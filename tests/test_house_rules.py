@@ -1,8 +1,9 @@
-"""House rules a test can check: vendor calls stay in spec_hal/devices/, vendor packages never
-import each other, and the tested spec_hal is the installed one when tox says so."""
+"""House rules a test can check: the import graph's layering (docs/architecture.md), vendor calls
+only in spec_hal/devices/, and the tested spec_hal is the installed one when tox says so."""
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 from pathlib import Path
@@ -13,7 +14,6 @@ import spec_hal
 
 PACKAGE = Path(spec_hal.__file__).parent
 VENDOR_CALL = re.compile(r"torch\.(cuda|npu|xpu|musa)\b|\.is_cuda\b|is_hip\(|is_npu\(|is_musa\(|is_xpu\(")
-VENDORS = ("cuda", "hip", "musa", "npu", "xpu", "cpu")
 
 
 def python_files(root: Path):
@@ -38,20 +38,6 @@ def test_the_lint_catches_a_planted_vendor_call():
     assert not VENDOR_CALL.search("device_type = 'cuda'")
 
 
-def test_vendor_packages_never_import_each_other():
-    offenders = []
-    for vendor in VENDORS:
-        others = [v for v in VENDORS if v != vendor]
-        pattern = re.compile(
-            r"(from\s+\.\.({})\b|devices\.({})\b)".format("|".join(others), "|".join(others))
-        )
-        for path in python_files(PACKAGE / "devices" / vendor):
-            for number, line in enumerate(path.read_text().splitlines(), 1):
-                if pattern.search(line):
-                    offenders.append(f"{path.relative_to(PACKAGE)}:{number}: {line.strip()}")
-    assert offenders == []
-
-
 @pytest.mark.skipif(
     os.environ.get("SPEC_HAL_EXPECT_INSTALLED") != "1", reason="only under tox (installed wheel)"
 )
@@ -61,3 +47,142 @@ def test_installed_wheel_is_what_is_tested():
         f"tests import the source tree ({PACKAGE}), not the wheel"
     )
     assert "site-packages" in PACKAGE.parts
+
+
+# --------------------------------------------------------------------------------------------------
+# The import graph: every import of the package, function-level (lazy) ones included.
+
+#: The only module kernels may import from outside ``spec_hal/kernels/``: constants, a leaf.
+LEAF_CONSTANTS = "spec_hal._constants"
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def import_graph(root: Path = PACKAGE) -> dict[str, set[str]]:
+    """Module -> the package's modules it imports. ``from pkg import name`` depends on ``pkg.name``
+    when that is a module, else on ``pkg``; any other target on the longest module prefixing it."""
+    files = {module_name(p, root): p for p in python_files(root)}
+    graph: dict[str, set[str]] = {m: set() for m in files}
+    for module, path in files.items():
+        is_package = path.name == "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = module.split(".")[: None if is_package else -1]
+                    base = base[: len(base) - (node.level - 1)]
+                    origin = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    origin = node.module or ""
+                targets = [
+                    f"{origin}.{a.name}" if f"{origin}.{a.name}" in files else origin for a in node.names
+                ]
+            else:
+                continue
+            for target in targets:
+                if target != "spec_hal" and not target.startswith("spec_hal."):
+                    continue
+                while target and target not in files:
+                    target = target.rpartition(".")[0]
+                if target and target != module:
+                    graph[module].add(target)
+    return graph
+
+
+def under(module: str, package: str) -> bool:
+    return module == f"spec_hal.{package}" or module.startswith(f"spec_hal.{package}.")
+
+
+def reachable(graph: dict[str, set[str]], starts: list[str]) -> set[str]:
+    seen: set[str] = set()
+    todo = list(starts)
+    while todo:
+        module = todo.pop()
+        if module not in seen:
+            seen.add(module)
+            todo.extend(graph[module])
+    return seen
+
+
+def circles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """Strongly connected components of more than one module."""
+    found = []
+    for module in graph:
+        component = {m for m in reachable(graph, [module]) if module in reachable(graph, [m])}
+        if len(component) > 1 and component not in found:
+            found.append(component)
+    return found
+
+
+def vendor_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "devices" and not parts[2].startswith("_") else None
+
+
+@pytest.fixture(scope="module")
+def graph() -> dict[str, set[str]]:
+    return import_graph()
+
+
+def test_the_import_graph_sees_lazy_imports(tmp_path):
+    package = tmp_path / "spec_hal"
+    (package / "kernels").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "registry.py").write_text("")
+    (package / "kernels" / "__init__.py").write_text("")
+    (package / "kernels" / "k.py").write_text("def f():\n    from .. import registry\n")
+    assert import_graph(package)["spec_hal.kernels.k"] == {"spec_hal.registry"}
+
+
+def test_no_import_circle(graph):
+    assert circles(graph) == []
+
+
+def test_ops_reach_neither_devices_nor_kernels(graph):
+    ops = [m for m in graph if under(m, "ops")]
+    assert sorted(m for m in reachable(graph, ops) if under(m, "devices") or under(m, "kernels")) == []
+
+
+def test_kernels_import_nothing_outside_kernels_but_the_constants_leaf(graph):
+    assert graph[LEAF_CONSTANTS] == set(), "the constants module must stay a leaf"
+    outside = sorted(
+        f"{m} -> {t}"
+        for m in graph
+        if under(m, "kernels")
+        for t in graph[m]
+        if not under(t, "kernels") and t != LEAF_CONSTANTS
+    )
+    assert outside == []
+
+
+def test_the_registry_imports_no_vendor(graph):
+    registry_modules = [m for m in graph if under(m, "registry")]
+    assert sorted(f"{m} -> {t}" for m in registry_modules for t in graph[m] if under(t, "devices")) == []
+
+
+def test_no_vendor_package_imports_another(graph):
+    assert (
+        sorted(
+            f"{m} -> {t}"
+            for m in graph
+            for t in graph[m]
+            if vendor_of(m) and vendor_of(t) and vendor_of(m) != vendor_of(t)
+        )
+        == []
+    )
+
+
+def test_the_rules_catch_a_planted_breach():
+    planted = {
+        "spec_hal.ops.x": {"spec_hal.registry"},
+        "spec_hal.registry": {"spec_hal.devices.cuda"},
+        "spec_hal.devices.cuda": {"spec_hal.ops.x"},
+    }
+    assert circles(planted) == [set(planted)]
+    assert "spec_hal.devices.cuda" in reachable(planted, ["spec_hal.ops.x"])

@@ -19,14 +19,17 @@ from spec_hal.registry import Capabilities, DeviceDescriptor, Intent
 from spec_hal.testing import emulate, isolated_registry, use_provider
 
 
-@define_op("_test_registry_fill", mutates=("out",), op_class="latency", variant=lambda src, out: src.dtype)
-def _fill_portable(src: Tensor, out: Tensor) -> None:
+def _fill_reference(src: Tensor, out: Tensor) -> None:
     out.fill_(0)
 
 
-def fill(src: Tensor, out: Tensor) -> Tensor:
-    _fill_portable.dispatch(src.device, src, out)
+@define_op(_fill_reference, mutates=("out",), op_class="latency", variant=("src",))
+def _test_registry_fill(src: Tensor, out: Tensor) -> Tensor:
+    _test_registry_fill.dispatch(src.device, src, out)
     return out
+
+
+fill = _test_registry_fill
 
 
 def provider(value: int):
@@ -115,7 +118,7 @@ def test_declined_variant_falls_back_and_strict_refuses(monkeypatch):
         "testdev",
         "triton",
         provider(2),
-        supports=lambda dtype: None if dtype in (None, torch.int64) else "int64 only",
+        supports=lambda variant: None if variant in (None, (torch.int64,)) else "int64 only",
     )
     with emulate("testdev"):
         assert run(torch.int64) == 2
@@ -204,14 +207,14 @@ def test_device_guard_wraps_providers_of_indexed_devices():
     )
     registry.register_device(descriptor)
     registry.register_impl("_test_registry_fill", "guarded", "k", provider(1))
-    registry._state.runtimes["guarded"] = Runtime()
+    registry.STATE.runtimes["guarded"] = Runtime()
     with emulate("guarded"):
         fn1 = registry.resolve("_test_registry_fill", torch.device("cpu", 1), torch.int64)
         fn0 = registry.resolve("_test_registry_fill", torch.device("cpu", 0), torch.int64)
         out = torch.zeros(1)
         fn1(torch.zeros(1), out)
         fn0(torch.zeros(1), out)
-    registry._state.runtimes.pop("guarded")
+    registry.STATE.runtimes.pop("guarded")
     assert entered == [torch.device("cpu", 1)]  # index 0 is already current: no guard entered
 
 
@@ -261,12 +264,12 @@ def test_vendor_bindings_register_again_after_an_isolated_block_dropped_them():
 
     cpu = registry.device("cpu")
     # A state in which the CPU bindings were never loaded ...
-    registry._state.loaded_bindings.discard("cpu")
-    registry._state.impls = {
-        op: [i for i in impls if i.vendor != "cpu"] for op, impls in registry._state.impls.items()
+    registry.STATE.loaded_bindings.discard("cpu")
+    registry.STATE.impls = {
+        op: [i for i in impls if i.vendor != "cpu"] for op, impls in registry.STATE.impls.items()
     }
     with isolated_registry():  # ... snapshot it, load the bindings inside the block, drop them on exit
-        registry._ensure_bindings(cpu)
+        registry.REGISTRY.load_bindings(cpu)
         assert any(i.provider == "cpu" for i in registry.implementations("assign_extend_cache_locs", "cpu"))
-    registry._ensure_bindings(cpu)  # the module is cached: its registrations must run again
+    registry.REGISTRY.load_bindings(cpu)  # the module is cached: its registrations must run again
     assert any(i.provider == "cpu" for i in registry.implementations("assign_extend_cache_locs", "cpu"))

@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
-# One call on the H200 (through the device tool), at most ~9 minutes: install spec_hal without touching
-# the image's torch, smoke-test the import, prove fork safety, run the conformance suite on cuda and
-# the benchmarks. Reports land in $OUT; so does a tar of the Triton cache, which the next call can
-# carry back (as .cache/triton.tgz) to skip recompiling. Later issues extend this script, not copy it.
+# The one accelerator runner (one call on the H200 through the device tool, at most ~9 minutes):
+# install spec_hal without touching the image's torch, smoke-test the import, run the GPU tests
+# (tests/gpu: fork safety; multi-GPU where two GPUs are visible), the conformance suite on cuda,
+# the benchmarks and the demo. Reports land in $OUT; so does a tar of the Triton cache, which the
+# next call can carry back (as .cache/triton.tgz) to skip recompiling. Later issues extend this
+# script, not copy it.
+#
+# SPEC_HAL_COMMIT names the commit measured in every report. The copy on the device machine has no
+# .git, so pass it in: SPEC_HAL_COMMIT=$(git rev-parse --short HEAD) bash tools/h200_run.sh
+# (without it, and outside a git checkout, reports say commit "unknown").
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/spec_hal_out}
@@ -10,12 +16,21 @@ mkdir -p "$OUT"
 if [ -f .cache/triton.tgz ]; then mkdir -p ~/.triton && tar -xzf .cache/triton.tgz -C ~/.triton; fi
 step() { echo; echo "=== $* ($(date +%T))"; }
 
+SPEC_HAL_COMMIT=${SPEC_HAL_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+export SPEC_HAL_COMMIT
+echo "$SPEC_HAL_COMMIT" > "$OUT/commit.txt"
+echo "commit measured: $SPEC_HAL_COMMIT"
+
 step install
 python3 -m pip install -q --no-deps --no-build-isolation . 2>&1 | tail -2 || export PYTHONPATH=$PWD
 python3 -c "import torch, triton, spec_hal; print('torch', torch.__version__, 'triton', triton.__version__, 'spec_hal', spec_hal.__version__, 'device', spec_hal.current_device().name)" || exit 1
 
-step fork-safety
-python3 tools/fork_check.py 2>&1 | tee "$OUT/fork_check.log"
+step "GPU tests (tests/gpu)"
+if python3 -c "import pytest" 2>/dev/null; then
+    timeout "${GPU_TESTS_TIMEOUT:-90}" python3 -m pytest tests/gpu -p no:cacheprovider -q -rs 2>&1 | tee "$OUT/gpu-tests.log" | tail -25
+else
+    echo "pytest is not installed here: tests/gpu not run" | tee "$OUT/gpu-tests.log"
+fi
 
 step "spec-hal info"
 python3 -m spec_hal info > "$OUT/info.txt" 2>&1; tail -n +1 "$OUT/info.txt" | head -20

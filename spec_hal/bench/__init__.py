@@ -23,7 +23,9 @@ import torch
 
 from .. import ops as public_ops
 from .. import registry, runtime
+from .._version import __version__
 from ..conformance.runner import device_context, family_modules, tensors_in, torch_device_of
+from ..reporting import git_commit, versions
 from ..testing import use_provider
 from .naive import NAIVE_LOOPS
 from .report import COLUMNS
@@ -150,81 +152,8 @@ def sizes_for(op: str, builder: Callable[..., Any], which: str) -> Iterator[dict
 
 
 def bytes_moved(op: str, kwargs: dict[str, Any]) -> int:
-    """Bytes read + written, per §P's formula where the tensors' sizes overstate it (moves touch only
-    the moved rows), else every tensor argument read or written once."""
-    if op in ("move_kv_cache", "move_accept_tokens_to_target_kvcache"):
-        kv = kwargs["kv"]
-        pools = kv if isinstance(kv, (list, tuple)) else [kv]
-        # Lanes moved: both slots present (a lane with -1 on one side moves nothing). The accepted-
-        # token move's slot lists are its outputs, written by the measured calls.
-        lanes = (
-            int(((kwargs["tgt_loc"] >= 0) & (kwargs["src_loc"] >= 0)).sum())
-            if kwargs.get("tgt_loc") is not None
-            else int(kwargs["num_correct_drafts"].sum()) + kwargs["num_correct_drafts"].numel()
-        )
-        return sum(2 * lanes * len(p.buffers) * p.row_bytes for p in pools)
-    if op == "generate_draft_decode_kv_indices":
-        # §P: the prefix slots read once, written into K*S lists, plus the draft suffix and indptr.
-        bs, k, s = kwargs["seq_lens"].numel(), kwargs["topk"], kwargs["num_steps"]
-        prefix = int(kwargs["seq_lens"].sum())
-        return (
-            4 * (prefix + bs * k * s) + 4 * s * k * prefix + 2 * bs * k * s * (s + 1) + 4 * s * (bs * k + 1)
-        )
-    if op == "draft_extend_topk1_postprocess":
-        # §P: only the selected logits rows are read; the gathered rows are read and written.
-        rows = kwargs["row_indices"].numel()
-        logits = kwargs["logits"]
-        gathered = sum(
-            t.shape[1] * t.element_size()
-            for t in (kwargs.get("hidden_states"), kwargs.get("dsa_topk_indices"))
-            if t is not None
-        )
-        return rows * logits.shape[1] * logits.element_size() + 2 * rows * gathered
-    if op == "scatter_mamba_states_after_mtp_verify":
-        return _state_bytes(
-            kwargs["ssm_states"],
-            kwargs["intermediate_ssm"].shape[2],
-            kwargs["conv_states"],
-            [
-                (kwargs["last_correct_step_indices"], kwargs["state_indices"]),
-                (kwargs.get("mamba_steps_to_track"), kwargs.get("mamba_track_indices")),
-            ],
-        )
-    if op == "commit_mamba_states_after_verify":
-        states, bs = kwargs["states"], kwargs["accept_index"].shape[0]
-        last, track = public_ops.verify_commit_step_indices(
-            kwargs["accept_index"],
-            kwargs["accept_lens"],
-            kwargs["draft_token_num"],
-            kwargs.get("seq_lens"),
-            states.mamba_track_interval,
-        )
-        track_lines = states.mamba_track_indices
-        return _state_bytes(
-            states.ssm_states,
-            states.intermediate_ssm.shape[2],
-            states.conv_states,
-            [(last, states.state_indices[:bs]), (track, None if track_lines is None else track_lines[:bs])],
-        )
-    return sum(t.nbytes for _, t in tensors_in(kwargs))
-
-
-def _state_bytes(
-    ssm_states: torch.Tensor,
-    num_steps: int,
-    conv_states: Sequence[torch.Tensor],
-    steps_and_lines: Sequence[tuple[torch.Tensor | None, torch.Tensor | None]],
-) -> int:
-    """§P's G2 formula: 2 x lanes written x layers x (SSM + conv entry bytes); a lane is written when
-    its step lies in [0, D) and its cache line in [0, C) (others are padding, skipped)."""
-    num_lines = ssm_states.shape[1]
-    lanes = sum(
-        int(((steps >= 0) & (steps < num_steps) & (lines >= 0) & (lines < num_lines)).sum())
-        for steps, lines in steps_and_lines
-        if steps is not None and lines is not None
-    )
-    per_lane = ssm_states[0, 0].nbytes + sum(c[0, 0].nbytes for c in conv_states)
-    return 2 * lanes * ssm_states.shape[0] * per_lane
+    """Bytes read + written by one call: the op's own count (``spec_hal.ops.<op>.bytes_moved``)."""
+    return int(getattr(public_ops, op).bytes_moved(**kwargs))
 
 
 def _call(op: str, kwargs: dict[str, Any]) -> Callable[[], Any]:
@@ -281,15 +210,15 @@ def _measure(
 def dispatch_overhead(device: torch.device) -> dict[str, float]:
     """Host time of ``spec_hal.ops.fast_topk`` pieces: the public call, ``dispatch`` (lookup + call),
     and the bound provider called directly. Overhead = dispatch - direct."""
-    from ..ops.sampling import _fast_topk_portable as op
-
+    op = public_ops.fast_topk
     values = torch.randn(8, 64, device=device)
     out_values = torch.empty(8, 4, device=device)
     out_indices = torch.empty(8, 4, dtype=torch.int64, device=device)
-    bound = op.bind(device, None)
-    public = time_host(lambda: public_ops.fast_topk(values, 4, out=(out_values, out_indices)), repeats=2000)
-    dispatch = time_host(lambda: op.dispatch(device, values, 4, 1, out_values, out_indices), repeats=2000)
-    direct = time_host(lambda: bound(values, 4, 1, out_values, out_indices), repeats=2000)
+    args = (values, 4, 1, out_values, out_indices)  # the provider arguments
+    bound = op.bind(device, op.variant_of(args) if op.variant else None)
+    public = time_host(lambda: op(values, 4, out=(out_values, out_indices)), repeats=2000)
+    dispatch = time_host(lambda: op.dispatch(device, *args), repeats=2000)
+    direct = time_host(lambda: bound(*args), repeats=2000)
     return {
         "public_us": public.median_us,
         "dispatch_us": dispatch.median_us,
@@ -308,8 +237,6 @@ def run(
 ) -> dict[str, Any]:
     """Benchmark ``ops`` (default all) on a device; ``checkpoint(data)`` runs after each op so that a
     run cut short by a time limit keeps what it measured."""
-    from ..cli import _versions, git_commit
-
     descriptor = registry.device(device_name) if device_name else registry.current_device()
     device = torch_device_of(descriptor)
     rows: list[dict[str, Any]] = []
@@ -319,7 +246,7 @@ def run(
         "date": time.strftime("%Y-%m-%d"),
         "commit": git_commit(),
         "sizes": which,
-        "versions": _versions(),
+        "versions": versions(__version__),
         "rows": rows,
     }
     with device_context(descriptor):

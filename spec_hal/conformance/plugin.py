@@ -47,7 +47,7 @@ def _devices(config: Any) -> list[Any]:
 def pytest_generate_tests(metafunc: Any) -> None:
     if "conformance_check" not in metafunc.fixturenames:
         return
-    from spec_hal.conformance.runner import Selection, _outcome, device_context, planned
+    from spec_hal.conformance.runner import Selection, device_context, planned, result_of
 
     config = metafunc.config
     emulated = config.getoption("--spec-hal-emulate")
@@ -60,7 +60,7 @@ def pytest_generate_tests(metafunc: Any) -> None:
 
             def check(d=descriptor, o=op, p=provider, c=case_class, n=name, t=thunk):
                 with device_context(d, emulated):
-                    result = _outcome(d.name, o, p, c, n, t)
+                    result = result_of(d.name, o, p, c, n, t)
                 _results(config).append(result)
                 return result
 

@@ -23,8 +23,10 @@ import torch
 
 from .. import ops as public_ops
 from .. import registry, runtime
+from .._version import __version__
 from ..ops.kv import KVBuffers
 from ..registry import DeviceDescriptor
+from ..reporting import git_commit, versions
 from ..testing import emulate, use_provider
 from ..validation import value_checks_enabled
 from . import cases as cases_package
@@ -99,7 +101,7 @@ COMPOSITE = "composite"
 
 
 def providers_for(op: str, descriptor: DeviceDescriptor) -> list[str]:
-    registry._ensure_bindings(descriptor)
+    registry.REGISTRY.load_bindings(descriptor)
     if op not in registry.ops():
         return [COMPOSITE]
     return [impl.provider for impl in registry.implementations(op, descriptor.name)]
@@ -295,9 +297,11 @@ def run_compile_case(case: Case, device: torch.device, provider: str, backend: s
 # The suite
 
 
-def _outcome(
+def result_of(
     device: str, op: str, provider: str, case_class: str, name: str, run: Callable[[], Outcome]
 ) -> Result:
+    """Run one check (a thunk of :func:`planned`) and turn its outcome into a :class:`Result`: an
+    exception or a list of problems fails, a string is the reason for a skip."""
     try:
         problems = run()
     except Exception as exc:  # a crash is a failure of that case, not of the suite
@@ -365,7 +369,7 @@ def run_suite(
     results = []
     with device_context(descriptor, selection.emulated):
         for op, provider, case_class, name, thunk in planned(descriptor, selection):
-            result = _outcome(descriptor.name, op, provider, case_class, name, thunk)
+            result = result_of(descriptor.name, op, provider, case_class, name, thunk)
             results.append(result)
             if progress is not None:
                 progress(result)
@@ -375,8 +379,6 @@ def run_suite(
 def report(
     results: list[Result], descriptor: DeviceDescriptor, seconds: float, emulated: bool = False
 ) -> dict[str, Any]:
-    from ..cli import _versions, git_commit
-
     counts: dict[str, int] = {}
     for result in results:
         counts[result.status] = counts.get(result.status, 0) + 1
@@ -387,7 +389,7 @@ def report(
         "commit": git_commit(),
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "seconds": round(seconds, 1),
-        "versions": _versions(),
+        "versions": versions(__version__),
         "summary": counts,
         "results": [r.to_json() for r in results],
     }

@@ -1,5 +1,8 @@
-"""Built-in vendor packages. Each holds a descriptor (pure data and a probe, cheap to import), a
-runtime and its bindings, imported only when first needed. Vendor packages never import each other.
+"""Built-in vendor packages. Each is data (a descriptor: probe, capabilities, intents, the kernel
+families it binds with their launch configurations) and a ``register()`` function that registers it
+through the public API, exactly as an out-of-tree plugin does; the composition root
+(:mod:`spec_hal.composition`) calls those functions. Runtimes and bindings are imported on first
+use. Vendor packages never import each other.
 
 Detection order (highest priority first) and why:
 
@@ -12,15 +15,3 @@ Detection order (highest priority first) and why:
 | 60  | xpu  | Intel GPUs through native ``torch.xpu``; its own device type |
 | 0   | cpu  | always usable: the answer when nothing else is |
 """
-
-from __future__ import annotations
-
-from ..registry import DeviceDescriptor
-from .cpu import DESCRIPTOR as CPU
-from .cuda import DESCRIPTOR as CUDA
-from .hip import DESCRIPTOR as HIP
-from .musa import DESCRIPTOR as MUSA
-from .npu import DESCRIPTOR as NPU
-from .xpu import DESCRIPTOR as XPU
-
-BUILTIN_DESCRIPTORS: tuple[DeviceDescriptor, ...] = (HIP, MUSA, CUDA, NPU, XPU, CPU)

@@ -1,4 +1,4 @@
-"""Runtimes shared by vendor packages: the host runtime and one over a torch device module.
+"""The runtime shared by accelerator vendor packages: one over a torch device module.
 
 Every accelerator vendor exposes the same runtime calls through its torch device module
 (``torch.cuda``, ``torch.xpu``, ``torch.npu``, ``torch.musa``), so one class serves them all,
@@ -8,39 +8,11 @@ names that extension (``torch_npu``, ``torch_musa``).
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-
-
-class HostRuntime:
-    """CPU (and meta) tensors: no streams, nothing to wait for, no guard."""
-
-    def synchronize(self, device: torch.device) -> None:
-        return None
-
-    def current_stream(self, device: torch.device) -> Any:
-        return None
-
-    def record_stream(self, tensor: torch.Tensor, stream: Any) -> None:
-        return None
-
-    def device_guard(self, device: torch.device) -> Any:
-        return contextlib.nullcontext()
-
-    def current_index(self) -> int:
-        return 0
-
-    def is_capturing(self, device: torch.device) -> bool:
-        return False
-
-    def capture_graph(
-        self, fn: Callable[[], None], device: torch.device, generators: Sequence[torch.Generator] = ()
-    ) -> Callable[[], None]:
-        raise ValueError("host tensors have no device graphs")
 
 
 class TorchDeviceRuntime:
@@ -121,6 +93,3 @@ class TorchDeviceRuntime:
 
     def device_name(self, device: torch.device) -> str:
         return str(self.module.get_device_name(device))
-
-
-HOST_RUNTIME = HostRuntime()

@@ -1,4 +1,4 @@
-"""Family F: grammar-constrained verify (spec ops.md §F1). Host functions over CPU tensors.
+"""Family F: grammar-constrained verify . Host functions over CPU tensors.
 
 Before the target model verifies a draft tree, each node whose path is still valid under a request's
 grammar gets a vocabulary bitmask (bit ``t % 32`` of word ``t // 32``, LSB first, 1 = allowed): row

@@ -1,4 +1,4 @@
-"""Family H: host utilities (spec ops.md §H)."""
+"""Family H: host utilities ."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""Family A: index plumbing between ``req_to_token`` rows and flat KV slot lists (spec ops.md §A).
+"""Family A: index plumbing between ``req_to_token`` rows and flat KV slot lists .
 
-Contracts and portable references live together: the ``_portable`` functions decorated with
-``define_op`` are the provider signatures; the public functions validate and dispatch.
+Contracts and portable references live together: each ``_<op>_reference`` function is the op's
+portable provider (and the provider signature); each public op is made by ``define_op`` from its
+contract, which validates and dispatches.
 
 Most ops here move ragged runs (one run per request, lengths known only on the device). The
 portable references keep every shape fixed by the shapes of their arguments:
@@ -187,8 +188,7 @@ def _check_window(start: Tensor, end: Tensor, pool_len: int) -> int:
 # A1 assign_extend_cache_locs / assign_extend_cache_locs_uniform
 
 
-@define_op("assign_extend_cache_locs", mutates=("out",), op_class="latency")
-def _assign_extend_cache_locs_portable(
+def _assign_extend_cache_locs_reference(
     req_pool_indices: Tensor, req_to_token: Tensor, start: Tensor, end: Tensor, out: Tensor
 ) -> None:
     start = start.long()
@@ -201,6 +201,11 @@ def _assign_extend_cache_locs_portable(
     _ragged_fill_(out, end.long() - start, read, max_total=bound)
 
 
+@define_op(
+    _assign_extend_cache_locs_reference,
+    mutates=("out",),
+    op_class="latency",
+)
 def assign_extend_cache_locs(
     req_pool_indices: Tensor, req_to_token: Tensor, start: Tensor, end: Tensor, out: Tensor
 ) -> Tensor:
@@ -233,12 +238,11 @@ def assign_extend_cache_locs(
         _check_capacity("out", out, _check_window(start, end, req_to_token.shape[1]), "sum(end - start)")
     if bs == 0:
         return out
-    _assign_extend_cache_locs_portable.dispatch(device, req_pool_indices, req_to_token, start, end, out)
+    assign_extend_cache_locs.dispatch(device, req_pool_indices, req_to_token, start, end, out)
     return out
 
 
-@define_op("assign_extend_cache_locs_uniform", mutates=("out",), op_class="latency")
-def _assign_extend_cache_locs_uniform_portable(
+def _assign_extend_cache_locs_uniform_reference(
     req_pool_indices: Tensor, req_to_token: Tensor, start: Tensor, draft_token_num: int, out: Tensor
 ) -> None:
     columns = start.long()[:, None] + torch.arange(draft_token_num, device=start.device)
@@ -247,6 +251,11 @@ def _assign_extend_cache_locs_uniform_portable(
     rows_out.copy_(torch.where(inside, values.long(), rows_out))
 
 
+@define_op(
+    _assign_extend_cache_locs_uniform_reference,
+    mutates=("out",),
+    op_class="latency",
+)
 def assign_extend_cache_locs_uniform(
     req_pool_indices: Tensor,
     req_to_token: Tensor,
@@ -284,7 +293,7 @@ def assign_extend_cache_locs_uniform(
         check_range("start", start, 0, req_to_token.shape[1] - draft_token_num + 1)
     if bs == 0:
         return out
-    _assign_extend_cache_locs_uniform_portable.dispatch(
+    assign_extend_cache_locs_uniform.dispatch(
         device, req_pool_indices, req_to_token, start, draft_token_num, out
     )
     return out
@@ -294,8 +303,7 @@ def assign_extend_cache_locs_uniform(
 # A2 assign_req_to_token_pool
 
 
-@define_op("assign_req_to_token_pool", mutates=("req_to_token",), op_class="latency")
-def _assign_req_to_token_pool_portable(
+def _assign_req_to_token_pool_reference(
     req_pool_indices: Tensor, req_to_token: Tensor, start: Tensor, end: Tensor, out_cache_loc: Tensor
 ) -> None:
     start = start.long()
@@ -306,6 +314,11 @@ def _assign_req_to_token_pool_portable(
     _scatter_valid_(req_to_token, (rows, columns), out_cache_loc, inside & in_table)
 
 
+@define_op(
+    _assign_req_to_token_pool_reference,
+    mutates=("req_to_token",),
+    op_class="latency",
+)
 def assign_req_to_token_pool(
     req_pool_indices: Tensor, req_to_token: Tensor, start: Tensor, end: Tensor, out_cache_loc: Tensor
 ) -> Tensor:
@@ -344,9 +357,7 @@ def assign_req_to_token_pool(
         check_fits_int32("out_cache_loc", out_cache_loc[:total])
     if bs == 0:
         return req_to_token
-    _assign_req_to_token_pool_portable.dispatch(
-        device, req_pool_indices, req_to_token, start, end, out_cache_loc
-    )
+    assign_req_to_token_pool.dispatch(device, req_pool_indices, req_to_token, start, end, out_cache_loc)
     return req_to_token
 
 
@@ -354,8 +365,7 @@ def assign_req_to_token_pool(
 # A3 assign_draft_cache_locs_contiguous
 
 
-@define_op("assign_draft_cache_locs_contiguous", mutates=("out",), op_class="latency")
-def _assign_draft_cache_locs_contiguous_portable(
+def _assign_draft_cache_locs_contiguous_reference(
     req_pool_indices: Tensor,
     req_to_token: Tensor,
     seq_lens: Tensor,
@@ -384,6 +394,11 @@ def _check_draft_columns(seq_lens: Tensor, topk: int, num_steps: int, page_size:
         )
 
 
+@define_op(
+    _assign_draft_cache_locs_contiguous_reference,
+    mutates=("out",),
+    op_class="latency",
+)
 def assign_draft_cache_locs_contiguous(
     req_pool_indices: Tensor,
     req_to_token: Tensor,
@@ -430,7 +445,7 @@ def assign_draft_cache_locs_contiguous(
         _check_draft_columns(seq_lens, topk, num_steps, page_size, req_to_token.shape[1])
     if bs == 0:
         return out
-    _assign_draft_cache_locs_contiguous_portable.dispatch(
+    assign_draft_cache_locs_contiguous.dispatch(
         device, req_pool_indices, req_to_token, seq_lens, topk, num_steps, page_size, out
     )
     return out
@@ -440,13 +455,7 @@ def assign_draft_cache_locs_contiguous(
 # A4 generate_draft_decode_kv_indices
 
 
-@define_op(
-    "generate_draft_decode_kv_indices",
-    mutates=("kv_indices", "kv_indptr"),
-    op_class="bandwidth",
-    bytes_moved="4*(sum(seq_lens)+bs*K*S) + 4*S*K*sum(seq_lens) + 2*bs*K*S*(S+1) + 4*S*(bs*K+1)",
-)
-def _generate_draft_decode_kv_indices_portable(
+def _generate_draft_decode_kv_indices_reference(
     req_pool_indices: Tensor,
     req_to_token: Tensor,
     seq_lens: Tensor,
@@ -481,6 +490,25 @@ def _generate_draft_decode_kv_indices_portable(
     _ragged_fill_(kv_indices, prefix_len + appended, read, max_total=bound)
 
 
+def _draft_kv_indices_bytes(seq_lens: Tensor, topk: int, num_steps: int, **_: object) -> int:
+    """The prefix slots read once and written into every one of the K*S lists, plus the draft
+    suffixes, the positions read and the indptr written."""
+    bs, prefix = seq_lens.numel(), int(seq_lens.long().sum())
+    lists = topk * num_steps
+    return (
+        4 * (prefix + bs * lists)
+        + 4 * lists * prefix
+        + 2 * bs * lists * (num_steps + 1)
+        + 4 * num_steps * (bs * topk + 1)
+    )
+
+
+@define_op(
+    _generate_draft_decode_kv_indices_reference,
+    mutates=("kv_indices", "kv_indptr"),
+    op_class="bandwidth",
+    bytes_moved=_draft_kv_indices_bytes,
+)
 def generate_draft_decode_kv_indices(
     req_pool_indices: Tensor,
     req_to_token: Tensor,
@@ -549,7 +577,7 @@ def generate_draft_decode_kv_indices(
             raise ValueError("positions: sum(positions) + bs*topk*num_steps overflows the int32 kv_indptr")
     if bs == 0:
         return kv_indices, kv_indptr
-    _generate_draft_decode_kv_indices_portable.dispatch(
+    generate_draft_decode_kv_indices.dispatch(
         device,
         req_pool_indices,
         req_to_token,
@@ -568,8 +596,7 @@ def generate_draft_decode_kv_indices(
 # A5 fill_accept_out_cache_loc
 
 
-@define_op("fill_accept_out_cache_loc", mutates=("accept_out_cache_loc",), op_class="latency")
-def _fill_accept_out_cache_loc_portable(
+def _fill_accept_out_cache_loc_reference(
     accept_index: Tensor, out_cache_loc: Tensor, accept_out_cache_loc: Tensor, size: int
 ) -> None:
     considered = accept_index.reshape(-1)[:size]
@@ -582,6 +609,11 @@ def _fill_accept_out_cache_loc_portable(
     _ragged_fill_(accept_out_cache_loc, accepted, read, max_total=size)
 
 
+@define_op(
+    _fill_accept_out_cache_loc_reference,
+    mutates=("accept_out_cache_loc",),
+    op_class="latency",
+)
 def fill_accept_out_cache_loc(
     accept_index: Tensor, out_cache_loc: Tensor, accept_out_cache_loc: Tensor, size: int | None = None
 ) -> Tensor:
@@ -619,9 +651,7 @@ def fill_accept_out_cache_loc(
         check_range("accept_index", accept_index.reshape(-1)[:size], 0, out_cache_loc.shape[0], allow=-1)
     if bs == 0 or size == 0:
         return accept_out_cache_loc
-    _fill_accept_out_cache_loc_portable.dispatch(
-        device, accept_index, out_cache_loc, accept_out_cache_loc, size
-    )
+    fill_accept_out_cache_loc.dispatch(device, accept_index, out_cache_loc, accept_out_cache_loc, size)
     return accept_out_cache_loc
 
 
@@ -629,12 +659,7 @@ def fill_accept_out_cache_loc(
 # A6 get_src_tgt_cache_loc / get_target_cache_loc
 
 
-@define_op(
-    "get_src_tgt_cache_loc",
-    mutates=("src_cache_loc", "tgt_cache_loc", "to_free_num_slots"),
-    op_class="latency",
-)
-def _get_src_tgt_cache_loc_portable(
+def _get_src_tgt_cache_loc_reference(
     seq_lens: Tensor,
     out_cache_loc: Tensor,
     accept_index: Tensor,
@@ -655,6 +680,11 @@ def _get_src_tgt_cache_loc_portable(
     to_free_num_slots.copy_(extended - torch.minimum(page_end, extended))
 
 
+@define_op(
+    _get_src_tgt_cache_loc_reference,
+    mutates=("src_cache_loc", "tgt_cache_loc", "to_free_num_slots"),
+    op_class="latency",
+)
 def get_src_tgt_cache_loc(
     seq_lens: Tensor,
     out_cache_loc: Tensor,
@@ -710,7 +740,7 @@ def get_src_tgt_cache_loc(
         check_range("num_correct_drafts", num_correct_drafts, 0, draft_token_num)
     if bs == 0:
         return src_cache_loc, tgt_cache_loc, to_free_num_slots
-    _get_src_tgt_cache_loc_portable.dispatch(
+    get_src_tgt_cache_loc.dispatch(
         device,
         seq_lens,
         out_cache_loc,
@@ -737,8 +767,7 @@ def _optional_output(
     return check_output(name, value, dtype=dtype, device=device, shape=shape)
 
 
-@define_op("get_target_cache_loc", mutates=("tgt_cache_loc", "to_free_slots"), op_class="latency")
-def _get_target_cache_loc_portable(
+def _get_target_cache_loc_reference(
     tgt_cache_loc: Tensor,
     to_free_slots: Tensor,
     num_correct_drafts: Tensor,
@@ -761,6 +790,11 @@ def _get_target_cache_loc_portable(
     _ragged_fill_(to_free_slots, to_free, read_freed, max_total=bound)
 
 
+@define_op(
+    _get_target_cache_loc_reference,
+    mutates=("tgt_cache_loc", "to_free_slots"),
+    op_class="latency",
+)
 def get_target_cache_loc(
     tgt_cache_loc: Tensor,
     to_free_slots: Tensor,
@@ -810,7 +844,7 @@ def get_target_cache_loc(
         _check_capacity("to_free_slots", to_free_slots, _total(to_free_num_slots), "sum(to_free_num_slots)")
     if bs == 0:
         return tgt_cache_loc, to_free_slots
-    _get_target_cache_loc_portable.dispatch(
+    get_target_cache_loc.dispatch(
         device,
         tgt_cache_loc,
         to_free_slots,
@@ -826,10 +860,7 @@ def get_target_cache_loc(
 # A7 create_num_accept_tokens_filter / filter_finished_cache_loc
 
 
-@define_op(
-    "create_num_accept_tokens_filter", mutates=("seq_lens", "num_accept_tokens_filter"), op_class="latency"
-)
-def _create_num_accept_tokens_filter_portable(
+def _create_num_accept_tokens_filter_reference(
     num_correct_drafts: Tensor, unfinished_index: Tensor, seq_lens: Tensor, num_accept_tokens_filter: Tensor
 ) -> None:
     committed = num_correct_drafts.long() + 1
@@ -840,6 +871,11 @@ def _create_num_accept_tokens_filter_portable(
     seq_lens.add_(committed.to(seq_lens.dtype))
 
 
+@define_op(
+    _create_num_accept_tokens_filter_reference,
+    mutates=("seq_lens", "num_accept_tokens_filter"),
+    op_class="latency",
+)
 def create_num_accept_tokens_filter(
     num_correct_drafts: Tensor,
     unfinished_index: Tensor,
@@ -882,14 +918,13 @@ def create_num_accept_tokens_filter(
         check_fits_int32("num_correct_drafts", num_correct_drafts.long() + 1)
     if bs == 0:
         return num_accept_tokens_filter
-    _create_num_accept_tokens_filter_portable.dispatch(
+    create_num_accept_tokens_filter.dispatch(
         device, num_correct_drafts, unfinished_index, seq_lens, num_accept_tokens_filter
     )
     return num_accept_tokens_filter
 
 
-@define_op("filter_finished_cache_loc", mutates=("out_cache_loc",), op_class="latency")
-def _filter_finished_cache_loc_portable(
+def _filter_finished_cache_loc_reference(
     out_cache_loc: Tensor, tgt_cache_loc: Tensor, num_correct_drafts: Tensor, num_accept_tokens_filter: Tensor
 ) -> None:
     committed = num_correct_drafts.long() + 1
@@ -902,6 +937,11 @@ def _filter_finished_cache_loc_portable(
     _ragged_fill_(out_cache_loc, num_accept_tokens_filter, read, max_total=tgt_cache_loc.shape[0])
 
 
+@define_op(
+    _filter_finished_cache_loc_reference,
+    mutates=("out_cache_loc",),
+    op_class="latency",
+)
 def filter_finished_cache_loc(
     out_cache_loc: Tensor, tgt_cache_loc: Tensor, num_correct_drafts: Tensor, num_accept_tokens_filter: Tensor
 ) -> Tensor:
@@ -945,7 +985,7 @@ def filter_finished_cache_loc(
         )
     if bs == 0:
         return out_cache_loc
-    _filter_finished_cache_loc_portable.dispatch(
+    filter_finished_cache_loc.dispatch(
         device, out_cache_loc, tgt_cache_loc, num_correct_drafts, num_accept_tokens_filter
     )
     return out_cache_loc
@@ -955,8 +995,7 @@ def filter_finished_cache_loc(
 # A8 align_evict_mask_to_page_size
 
 
-@define_op("align_evict_mask_to_page_size", mutates=("evict_mask",), op_class="latency")
-def _align_evict_mask_to_page_size_portable(
+def _align_evict_mask_to_page_size_reference(
     seq_lens: Tensor, evict_mask: Tensor, page_size: int, draft_token_num: int
 ) -> None:
     rows = evict_mask.view(-1, draft_token_num)
@@ -969,6 +1008,11 @@ def _align_evict_mask_to_page_size_portable(
     rows.logical_and_(in_last_page.logical_not_())
 
 
+@define_op(
+    _align_evict_mask_to_page_size_reference,
+    mutates=("evict_mask",),
+    op_class="latency",
+)
 def align_evict_mask_to_page_size(
     seq_lens: Tensor, evict_mask: Tensor, page_size: int, draft_token_num: int
 ) -> Tensor:
@@ -997,7 +1041,7 @@ def align_evict_mask_to_page_size(
         check_non_negative("seq_lens", seq_lens)
     if bs == 0:
         return evict_mask
-    _align_evict_mask_to_page_size_portable.dispatch(device, seq_lens, evict_mask, page_size, draft_token_num)
+    align_evict_mask_to_page_size.dispatch(device, seq_lens, evict_mask, page_size, draft_token_num)
     return evict_mask
 
 
@@ -1005,8 +1049,7 @@ def align_evict_mask_to_page_size(
 # A9 rebuild_compact_draft_req_to_token
 
 
-@define_op("rebuild_compact_draft_req_to_token", mutates=("draft_req_to_token",), op_class="latency")
-def _rebuild_compact_draft_req_to_token_portable(
+def _rebuild_compact_draft_req_to_token_reference(
     draft_req_to_token: Tensor,
     target_req_to_token: Tensor,
     req_pool_indices: Tensor,
@@ -1030,6 +1073,11 @@ def _rebuild_compact_draft_req_to_token_portable(
     _scatter_valid_(draft_req_to_token, (rows, column), values, readable & row_ok)
 
 
+@define_op(
+    _rebuild_compact_draft_req_to_token_reference,
+    mutates=("draft_req_to_token",),
+    op_class="latency",
+)
 def rebuild_compact_draft_req_to_token(
     draft_req_to_token: Tensor,
     target_req_to_token: Tensor,
@@ -1084,7 +1132,7 @@ def rebuild_compact_draft_req_to_token(
         check_fits_int32("verify_out_cache_loc", verify_out_cache_loc)
     if bs == 0:
         return draft_req_to_token
-    _rebuild_compact_draft_req_to_token_portable.dispatch(
+    rebuild_compact_draft_req_to_token.dispatch(
         device,
         draft_req_to_token,
         target_req_to_token,

@@ -1,11 +1,12 @@
-"""Family B: KV data movement (spec ops.md §B and §P).
+"""Family B: KV data movement .
 
 ``KVBuffers`` groups same-shape buffers (per-layer K, V or MLA latent) so one call moves a row in
 all of them. ``move_kv_cache`` is the move itself; ``move_accept_tokens_to_target_kvcache`` computes
 the (target, source) slot lists of the accepted tokens and then moves them with ``move_kv_cache``.
 
-Contracts and portable references live together: the ``_portable`` functions decorated with
-``define_op`` are the provider signatures; the public functions validate and dispatch.
+Contracts and portable references live together: each ``_<op>_reference`` function is the op's
+portable provider (and the provider signature); each public op is made by ``define_op`` from its
+contract, which validates and dispatches.
 """
 
 from __future__ import annotations
@@ -161,25 +162,7 @@ def _kv_devices(kvs: list[KVBuffers]) -> dict[str, Tensor]:
 # B1 move_kv_cache
 
 
-def _move_variant(
-    buffers: list[Tensor],
-    ptr_table: Tensor,
-    vectorizable: bool,
-    tgt_loc: Tensor,
-    src_loc: Tensor,
-    segment_lens: Tensor | None,
-) -> tuple[object, ...]:
-    return (tgt_loc.dtype, src_loc.dtype, None if segment_lens is None else segment_lens.dtype, vectorizable)
-
-
-@define_op(
-    "move_kv_cache",
-    mutates=("buffers",),
-    op_class="bandwidth",
-    bytes_moved="2*N*len(buffers)*row_bytes per KVBuffers",
-    variant=_move_variant,
-)
-def _move_kv_cache_portable(
+def _move_kv_cache_reference(
     buffers: list[Tensor],
     ptr_table: Tensor,
     vectorizable: bool,
@@ -250,11 +233,28 @@ def _move_rows(
     kvs: list[KVBuffers], device: torch.device, tgt_loc: Tensor, src_loc: Tensor, segment_lens: Tensor | None
 ) -> None:
     for item in kvs:
-        _move_kv_cache_portable.dispatch(
+        move_kv_cache.dispatch(
             device, item.buffers, item.ptr_table, item.vectorizable, tgt_loc, src_loc, segment_lens
         )
 
 
+def _slot_bytes(kv: KVBuffers | list[KVBuffers]) -> int:
+    """Bytes of one slot's rows over every buffer of ``kv``."""
+    return sum(len(item.buffers) * item.row_bytes for item in (kv if isinstance(kv, list) else [kv]))
+
+
+def _move_bytes(kv: KVBuffers | list[KVBuffers], tgt_loc: Tensor, src_loc: Tensor, **_: object) -> int:
+    """A lane with both slots reads and writes one row of every buffer; other lanes move nothing."""
+    return 2 * int(((tgt_loc >= 0) & (src_loc >= 0)).sum()) * _slot_bytes(kv)
+
+
+@define_op(
+    _move_kv_cache_reference,
+    mutates=("buffers",),
+    op_class="bandwidth",
+    variant=("tgt_loc", "src_loc", "segment_lens", "vectorizable"),
+    bytes_moved=_move_bytes,
+)
 def move_kv_cache(
     kv: KVBuffers | list[KVBuffers],
     tgt_loc: Tensor,
@@ -296,19 +296,7 @@ def move_kv_cache(
 # B2 move_accept_tokens_to_target_kvcache
 
 
-def _accept_locs_variant(*args: Tensor) -> tuple[torch.dtype, ...]:
-    # req_pool_indices, seq_lens, num_correct_drafts, accept_index, out_cache_loc (req_to_token is int32)
-    return tuple(args[i].dtype for i in (0, 2, 3, 4, 5))
-
-
-@define_op(
-    "move_accept_tokens_to_target_kvcache",
-    mutates=("tgt_loc", "src_loc"),
-    op_class="bandwidth",
-    bytes_moved="2*sum(ncd+1)*len(buffers)*row_bytes per KVBuffers (the move_kv_cache that follows)",
-    variant=_accept_locs_variant,
-)
-def _accept_locs_portable(
+def _move_accept_tokens_to_target_kvcache_reference(
     req_pool_indices: Tensor,
     req_to_token: Tensor,
     seq_lens: Tensor,
@@ -365,6 +353,19 @@ def _uniform_segment_lens(device: torch.device, bs: int, width: int) -> Tensor:
     return lens
 
 
+def _accept_move_bytes(kv: KVBuffers | list[KVBuffers], num_correct_drafts: Tensor, **_: object) -> int:
+    """The rows of each request's accepted path (root and ``ncd`` drafts), read and written once."""
+    lanes = int(num_correct_drafts.long().sum()) + num_correct_drafts.numel()
+    return 2 * lanes * _slot_bytes(kv)
+
+
+@define_op(
+    _move_accept_tokens_to_target_kvcache_reference,
+    mutates=("tgt_loc", "src_loc"),
+    op_class="bandwidth",
+    variant=("req_pool_indices", "seq_lens", "num_correct_drafts", "accept_index", "out_cache_loc"),
+    bytes_moved=_accept_move_bytes,
+)
 def move_accept_tokens_to_target_kvcache(
     kv: KVBuffers | list[KVBuffers],
     req_pool_indices: Tensor,
@@ -437,7 +438,7 @@ def move_accept_tokens_to_target_kvcache(
                 f"found {int(last_column.max())}"
             )
         check_range("accept_index", accept_index, 0, out_cache_loc.numel(), allow=-1)
-    _accept_locs_portable.dispatch(
+    move_accept_tokens_to_target_kvcache.dispatch(
         device,
         req_pool_indices,
         req_to_token,

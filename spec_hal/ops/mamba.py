@@ -1,4 +1,4 @@
-"""Family G: hybrid linear-attention (mamba / GDN / KDA) state commit after verify (spec ops.md §G).
+"""Family G: hybrid linear-attention (mamba / GDN / KDA) state commit after verify .
 
 During TARGET_VERIFY the model writes the recurrent state after every draft step into scratch
 (``intermediate_ssm``, ``intermediate_conv_windows``) and leaves the persistent cache lines alone.
@@ -9,8 +9,9 @@ when it computes the steps itself it is one device op (``commit_mamba_states_aft
 portable reference = G1's then G2's; one launch on the Triton vendors), otherwise G2 (after G1 for
 a step the caller left out).
 
-Contracts and portable references live together: the ``_portable`` functions decorated with
-``define_op`` are the provider signatures; the public functions validate and dispatch.
+Contracts and portable references live together: each ``_<op>_reference`` function is the op's
+portable provider (and the provider signature); each public op is made by ``define_op`` from its
+contract, which validates and dispatches.
 """
 
 from __future__ import annotations
@@ -70,22 +71,7 @@ class MambaVerifyStates(Protocol):
 # G1 verify_commit_step_indices
 
 
-def _tensor_dtypes(*args: object) -> tuple[torch.dtype | None, ...]:
-    """The variant: dtype of each tensor argument (None for an absent optional one; ints and lists skipped)."""
-    return tuple(
-        arg.dtype if isinstance(arg, Tensor) else None
-        for arg in args
-        if arg is None or isinstance(arg, Tensor)
-    )
-
-
-@define_op(
-    "verify_commit_step_indices",
-    mutates=("last_correct_step_indices", "mamba_steps_to_track"),
-    op_class="latency",
-    variant=_tensor_dtypes,
-)
-def _verify_commit_step_indices_portable(
+def _verify_commit_step_indices_reference(
     accept_index: Tensor,
     accept_lens: Tensor,
     draft_token_num: int,
@@ -124,6 +110,12 @@ def _verify_commit_step_indices_portable(
     mamba_steps_to_track.copy_(torch.where(crosses, step_at(column), -1))
 
 
+@define_op(
+    _verify_commit_step_indices_reference,
+    mutates=("last_correct_step_indices", "mamba_steps_to_track"),
+    op_class="latency",
+    variant=("accept_index", "accept_lens", "seq_lens", "last_correct_step_indices", "mamba_steps_to_track"),
+)
 def verify_commit_step_indices(
     accept_index: Tensor,
     accept_lens: Tensor,
@@ -164,7 +156,7 @@ def verify_commit_step_indices(
     )
     if accept_index.shape[0] == 0:
         return last, track
-    _verify_commit_step_indices_portable.dispatch(
+    verify_commit_step_indices.dispatch(
         device, accept_index, accept_lens, draft_token_num, seq_lens, mamba_track_interval or 0, last, track
     )
     return last, track
@@ -224,14 +216,7 @@ def _checked_step_args(
 # G2 scatter_mamba_states_after_mtp_verify
 
 
-@define_op(
-    "scatter_mamba_states_after_mtp_verify",
-    mutates=("ssm_states", "conv_states"),
-    op_class="bandwidth",
-    bytes_moved="2*n*L*(ssm_bytes + sum_k conv_k_bytes), n = rows written",
-    variant=_tensor_dtypes,
-)
-def _scatter_mamba_states_portable(
+def _scatter_mamba_states_after_mtp_verify_reference(
     ssm_states: Tensor,
     intermediate_ssm: Tensor,
     conv_states: list[Tensor],
@@ -300,6 +285,56 @@ def _check_state_pair(
     return states, steps
 
 
+def _state_bytes(
+    ssm_states: Tensor,
+    num_steps: int,
+    conv_states: list[Tensor],
+    steps_and_lines: list[tuple[Tensor | None, Tensor | None]],
+) -> int:
+    """2 x lanes written x layers x (SSM + conv entry bytes); a lane is written when its step lies in
+    [0, D) and its cache line in [0, C) (others are padding, skipped)."""
+    num_lines = ssm_states.shape[1]
+    lanes = sum(
+        int(((steps >= 0) & (steps < num_steps) & (lines >= 0) & (lines < num_lines)).sum())
+        for steps, lines in steps_and_lines
+        if steps is not None and lines is not None
+    )
+    per_lane = ssm_states[0, 0].nbytes + sum(c[0, 0].nbytes for c in conv_states)
+    return 2 * lanes * ssm_states.shape[0] * per_lane
+
+
+def _scatter_bytes(
+    ssm_states: Tensor,
+    intermediate_ssm: Tensor,
+    conv_states: list[Tensor],
+    state_indices: Tensor,
+    last_correct_step_indices: Tensor,
+    mamba_track_indices: Tensor | None,
+    mamba_steps_to_track: Tensor | None,
+    **_: object,
+) -> int:
+    return _state_bytes(
+        ssm_states,
+        intermediate_ssm.shape[2],
+        conv_states,
+        [(last_correct_step_indices, state_indices), (mamba_steps_to_track, mamba_track_indices)],
+    )
+
+
+@define_op(
+    _scatter_mamba_states_after_mtp_verify_reference,
+    mutates=("ssm_states", "conv_states"),
+    op_class="bandwidth",
+    variant=(
+        "ssm_states",
+        "intermediate_ssm",
+        "state_indices",
+        "last_correct_step_indices",
+        "mamba_track_indices",
+        "mamba_steps_to_track",
+    ),
+    bytes_moved=_scatter_bytes,
+)
 def scatter_mamba_states_after_mtp_verify(
     ssm_states: Tensor,
     intermediate_ssm: Tensor,
@@ -352,7 +387,7 @@ def scatter_mamba_states_after_mtp_verify(
             mamba_track_indices,
             mamba_steps_to_track,
         )
-    _scatter_mamba_states_portable.dispatch(
+    scatter_mamba_states_after_mtp_verify.dispatch(
         device,
         ssm_states,
         intermediate_ssm,
@@ -457,14 +492,7 @@ def _check_distinct_lines(
 # G3 commit_mamba_states_after_verify
 
 
-@define_op(
-    "commit_mamba_states_after_verify",
-    mutates=("ssm_states", "conv_states", "last_correct_step_indices", "mamba_steps_to_track"),
-    op_class="bandwidth",
-    bytes_moved="as scatter_mamba_states_after_mtp_verify (the steps are 16 bytes per request)",
-    variant=_tensor_dtypes,
-)
-def _commit_mamba_states_portable(
+def _commit_mamba_states_after_verify_reference(
     ssm_states: Tensor,
     intermediate_ssm: Tensor,
     conv_states: list[Tensor],
@@ -480,7 +508,7 @@ def _commit_mamba_states_portable(
     mamba_steps_to_track: Tensor | None,
 ) -> None:
     # G3 computing its steps: G1 then G2 (mamba_steps_to_track and mamba_track_indices both or neither).
-    _verify_commit_step_indices_portable.portable(
+    _verify_commit_step_indices_reference(
         accept_index,
         accept_lens,
         draft_token_num,
@@ -489,7 +517,7 @@ def _commit_mamba_states_portable(
         last_correct_step_indices,
         mamba_steps_to_track,
     )
-    _scatter_mamba_states_portable.portable(
+    _scatter_mamba_states_after_mtp_verify_reference(
         ssm_states,
         intermediate_ssm,
         conv_states,
@@ -501,6 +529,53 @@ def _commit_mamba_states_portable(
     )
 
 
+def _commit_bytes(
+    states: MambaVerifyStates | None,
+    accept_index: Tensor,
+    accept_lens: Tensor,
+    draft_token_num: int,
+    seq_lens: Tensor | None,
+    last_correct_step_indices: Tensor | None,
+    mamba_steps_to_track: Tensor | None,
+    **_: object,
+) -> int:
+    """G2's bytes at the steps G1 computes (or the caller passed)."""
+    if states is None:
+        return 0
+    bs = accept_index.shape[0]
+    if last_correct_step_indices is None:
+        last_correct_step_indices, mamba_steps_to_track = verify_commit_step_indices(
+            accept_index, accept_lens, draft_token_num, seq_lens, states.mamba_track_interval
+        )
+    track_lines = states.mamba_track_indices
+    return _state_bytes(
+        states.ssm_states,
+        states.intermediate_ssm.shape[2],
+        states.conv_states,
+        [
+            (last_correct_step_indices, states.state_indices[:bs]),
+            (mamba_steps_to_track, None if track_lines is None else track_lines[:bs]),
+        ],
+    )
+
+
+@define_op(
+    _commit_mamba_states_after_verify_reference,
+    mutates=("ssm_states", "conv_states", "last_correct_step_indices", "mamba_steps_to_track"),
+    op_class="bandwidth",
+    variant=(
+        "ssm_states",
+        "intermediate_ssm",
+        "state_indices",
+        "mamba_track_indices",
+        "accept_index",
+        "accept_lens",
+        "seq_lens",
+        "last_correct_step_indices",
+        "mamba_steps_to_track",
+    ),
+    bytes_moved=_commit_bytes,
+)
 def commit_mamba_states_after_verify(
     states: MambaVerifyStates | None,
     accept_index: Tensor,
@@ -619,7 +694,7 @@ def _commit_with_computed_steps(
         # provider that leaves its outputs unwritten still shows), for the check only.
         check_last = torch.empty_like(last)
         check_track = None if track is None else torch.empty_like(track)
-        _verify_commit_step_indices_portable.portable(
+        _verify_commit_step_indices_reference(
             accept_index,
             accept_lens,
             draft_token_num,
@@ -636,7 +711,7 @@ def _commit_with_computed_steps(
             track_lines,
             check_track,
         )
-    _commit_mamba_states_portable.dispatch(
+    commit_mamba_states_after_verify.dispatch(
         device,
         states.ssm_states,
         states.intermediate_ssm,

@@ -1,4 +1,4 @@
-"""Family E: simulated acceptance, for benchmarking speculative decoding (spec ops.md §E).
+"""Family E: simulated acceptance, for benchmarking speculative decoding .
 
 sglang enables it with ``SGLANG_SIMULATE_ACC_LEN > 0``: instead of the real verify result, every
 request accepts a length drawn around a target mean, so that throughput can be measured at a chosen
@@ -13,6 +13,7 @@ import math
 import torch
 from torch import Tensor
 
+from .._constants import SIMULATED_TOKEN
 from ..opdef import define_op
 from ..validation import (
     check_fits_int32,
@@ -25,7 +26,6 @@ from ..validation import (
     new_output,
     value_checks_enabled,
 )
-from .sampling import SIMULATED_TOKEN
 
 __all__ = ["generate_simulated_accept_index", "sample_simulated_acc_len"]
 
@@ -104,25 +104,7 @@ def sample_simulated_acc_len(
 # E2 generate_simulated_accept_index
 
 
-def _index_dtypes(
-    accept_index: Tensor,
-    predicts: Tensor,
-    num_correct_drafts: Tensor,
-    candidates: Tensor,
-    target_predict: Tensor,
-    *rest: object,
-) -> tuple[torch.dtype, ...]:
-    """The variant: providers may specialise on the index dtypes."""
-    return (accept_index.dtype, candidates.dtype, target_predict.dtype)
-
-
-@define_op(
-    "generate_simulated_accept_index",
-    mutates=("predicts", "num_correct_drafts", "new_accept_index"),
-    op_class="latency",
-    variant=_index_dtypes,
-)
-def _generate_simulated_accept_index_portable(
+def _generate_simulated_accept_index_reference(
     accept_index: Tensor,
     predicts: Tensor,
     num_correct_drafts: Tensor,
@@ -148,6 +130,12 @@ def _generate_simulated_accept_index_portable(
         predicts.fill_(SIMULATED_TOKEN)
 
 
+@define_op(
+    _generate_simulated_accept_index_reference,
+    mutates=("predicts", "num_correct_drafts", "new_accept_index"),
+    op_class="latency",
+    variant=("accept_index", "candidates", "target_predict"),
+)
 def generate_simulated_accept_index(
     accept_index: Tensor,
     predicts: Tensor,
@@ -229,7 +217,7 @@ def generate_simulated_accept_index(
             check_fits_int32("target_predict", target_predict)
     accept_len = sample_simulated_acc_len(mean, method, width, generator)
     if batch > 0:
-        _generate_simulated_accept_index_portable.dispatch(
+        generate_simulated_accept_index.dispatch(
             device, accept_index, predicts, num_correct_drafts, candidates, target_predict,
             accept_len, real_draft_tokens, new_accept_index,
         )  # fmt: skip

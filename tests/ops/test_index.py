@@ -175,7 +175,7 @@ def test_portable_never_writes_out_of_range_lanes():
     table = torch.arange(32, dtype=torch.int32).view(2, 16)
     pristine = table.clone()
     # A2: request 1's row is out of range; request 0 is written, nothing else changes.
-    ops.index._assign_req_to_token_pool_portable.portable(
+    ops.index.assign_req_to_token_pool.reference(
         torch.tensor([1, 7]),
         table,
         torch.tensor([2, 0]),
@@ -187,19 +187,19 @@ def test_portable_never_writes_out_of_range_lanes():
     _assert_same("req_to_token", table, expected)
     # A1: the out-of-range request's lanes keep their poison.
     out = torch.full((5,), grid.POISON_INT)
-    ops.index._assign_extend_cache_locs_portable.portable(
+    ops.index.assign_extend_cache_locs.reference(
         torch.tensor([-3, 0]), pristine, torch.tensor([0, 1]), torch.tensor([2, 4]), out
     )
     _assert_same("out", out, torch.tensor([grid.POISON_INT, grid.POISON_INT, 1, 2, 3]))
     # A5: an out-of-range accept entry counts as rejected.
     accepted = torch.full((3,), grid.POISON_INT)
-    ops.index._fill_accept_out_cache_loc_portable.portable(
+    ops.index.fill_accept_out_cache_loc.reference(
         torch.tensor([[0, 99, 2]]), torch.tensor([10, 11, 12]), accepted, 3
     )
     _assert_same("accept_out_cache_loc", accepted, torch.tensor([10, 12, grid.POISON_INT]))
     # No valid lane at all: nothing written (the scatter's spare lanes rewrite an element with itself).
     table = pristine.clone()
-    ops.index._assign_req_to_token_pool_portable.portable(
+    ops.index.assign_req_to_token_pool.reference(
         torch.tensor([5]), table, torch.tensor([0]), torch.tensor([3]), torch.tensor([1, 2, 3])
     )
     _assert_same("req_to_token", table, pristine)

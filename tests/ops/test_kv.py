@@ -9,8 +9,7 @@ from oracles import kv as oracle
 import spec_hal.ops as ops
 from spec_hal.conformance import grid
 from spec_hal.conformance.cases import kv as kv_cases
-from spec_hal.ops import KVBuffers
-from spec_hal.ops.kv import _accept_locs_portable, _move_kv_cache_portable, _move_variant
+from spec_hal.ops import KVBuffers, move_accept_tokens_to_target_kvcache, move_kv_cache
 
 CPU = torch.device("cpu")
 CASES = kv_cases.cases()
@@ -182,7 +181,7 @@ def test_move_accept_tokens_masks_out_of_range_lanes_in_the_reference():
     req_to_token = torch.arange(8, dtype=torch.int32).view(2, 4)
     tgt = torch.full((6,), grid.POISON_INT)
     src = torch.full((6,), grid.POISON_INT)
-    _accept_locs_portable.portable(
+    move_accept_tokens_to_target_kvcache.reference(
         torch.tensor([5, 0]),  # row 5 does not exist
         req_to_token,
         torch.tensor([0, 3]),  # request 1: column 3 + 1 is past the pool
@@ -235,13 +234,15 @@ def test_kvbuffers_attributes():
 def test_vectorizable_is_part_of_the_move_variant():
     for vectorizable in (True, False):
         kv = KVBuffers([torch.zeros(4, 4 if vectorizable else 3)])
-        variant = _move_variant(
-            kv.buffers,
-            kv.ptr_table,
-            kv.vectorizable,
-            torch.zeros(1, dtype=torch.int32),
-            torch.zeros(1, dtype=torch.int64),
-            None,
+        variant = move_kv_cache.variant_of(
+            [
+                kv.buffers,
+                kv.ptr_table,
+                kv.vectorizable,
+                torch.zeros(1, dtype=torch.int32),
+                torch.zeros(1, dtype=torch.int64),
+                None,
+            ]
         )
         assert variant == (torch.int32, torch.int64, None, vectorizable)
 
@@ -284,8 +285,8 @@ def _to_meta(kwargs: dict) -> dict:
 @pytest.mark.parametrize(
     ("op", "opdefs"),
     [
-        ("move_kv_cache", (_move_kv_cache_portable,)),
-        ("move_accept_tokens_to_target_kvcache", (_accept_locs_portable, _move_kv_cache_portable)),
+        ("move_kv_cache", (move_kv_cache,)),
+        ("move_accept_tokens_to_target_kvcache", (move_accept_tokens_to_target_kvcache, move_kv_cache)),
     ],
 )
 def test_meta_runs_the_portable_reference(op, opdefs):
@@ -295,7 +296,7 @@ def test_meta_runs_the_portable_reference(op, opdefs):
     getattr(ops, op)(**kwargs)
     for opdef in opdefs:
         bound = [fn for (device, _), fn in opdef._bound.items() if device.type == "meta"]
-        assert bound and all(fn is opdef.portable for fn in bound)
+        assert bound and all(fn is opdef.reference for fn in bound)
 
 
 def test_compiled_move_kv_cache_matches_eager():

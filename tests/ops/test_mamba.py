@@ -14,11 +14,6 @@ from spec_hal.conformance.cases import mamba as mamba_cases
 from spec_hal.conformance.cases.mamba import VerifyStates
 from spec_hal.conformance.runner import compare
 from spec_hal.ops import MambaVerifyStates
-from spec_hal.ops.mamba import (
-    _commit_mamba_states_portable,
-    _scatter_mamba_states_portable,
-    _verify_commit_step_indices_portable,
-)
 
 CPU = torch.device("cpu")
 CASES = mamba_cases.cases()
@@ -257,9 +252,9 @@ def test_commit_dispatches(given, dispatched):
     if "track" in given:
         kwargs["mamba_steps_to_track"] = torch.tensor([-1, 0, -1, 1])
     opdefs = (
-        _verify_commit_step_indices_portable,
-        _scatter_mamba_states_portable,
-        _commit_mamba_states_portable,
+        ops.verify_commit_step_indices,
+        ops.scatter_mamba_states_after_mtp_verify,
+        ops.commit_mamba_states_after_verify,
     )
     for opdef in opdefs:
         opdef.clear_bindings()
@@ -338,9 +333,17 @@ def _to_meta(value):
 @pytest.mark.parametrize(
     ("op", "sizes", "opdefs"),
     [
-        ("verify_commit_step_indices", {"mamba_track_interval": 2}, (_verify_commit_step_indices_portable,)),
-        ("scatter_mamba_states_after_mtp_verify", {"tracking": True}, (_scatter_mamba_states_portable,)),
-        ("commit_mamba_states_after_verify", {"mamba_track_interval": 2}, (_commit_mamba_states_portable,)),
+        ("verify_commit_step_indices", {"mamba_track_interval": 2}, (ops.verify_commit_step_indices,)),
+        (
+            "scatter_mamba_states_after_mtp_verify",
+            {"tracking": True},
+            (ops.scatter_mamba_states_after_mtp_verify,),
+        ),
+        (
+            "commit_mamba_states_after_verify",
+            {"mamba_track_interval": 2},
+            (ops.commit_mamba_states_after_verify,),
+        ),
     ],
 )
 def test_meta_runs_the_portable_reference(op, sizes, opdefs):
@@ -353,7 +356,7 @@ def test_meta_runs_the_portable_reference(op, sizes, opdefs):
     getattr(ops, op)(**kwargs)
     for opdef in opdefs:
         bound = [fn for (device, _), fn in opdef._bound.items() if device.type == "meta"]
-        assert bound and all(fn is opdef.portable for fn in bound)
+        assert bound and all(fn is opdef.reference for fn in bound)
 
 
 def test_compiled_scatter_matches_eager():

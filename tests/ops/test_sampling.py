@@ -330,7 +330,7 @@ def test_draft_extend_masks_out_of_range_rows():
         torch.full((4, 1), -7),
         torch.full((4, 3), float("nan")),
     )
-    sampling_module._draft_extend_topk1_postprocess_portable.portable(logits, rows, hidden, None, *outs, None)
+    sampling_module.draft_extend_topk1_postprocess.reference(logits, rows, hidden, None, *outs, None)
     valid = torch.tensor([True, False, False, True])
     assert torch.equal(outs[1][valid, 0], logits[[2, 0]].argmax(dim=1))
     assert torch.equal(outs[2][valid], hidden[[2, 0]])
@@ -347,7 +347,7 @@ def test_target_verify_out_of_range_next_token_stops_the_walk():
     expected = ops.target_verify_topk1_postprocess(**stopped)
     kwargs["retrieve_next_token"][1, 2] = 99  # out of range: a masked lane, read as "no child"
     outs = [torch.full_like(t, -7) for t in expected]
-    portable = sampling_module._target_verify_topk1_postprocess_portable.portable
+    portable = sampling_module.target_verify_topk1_postprocess.reference
     portable(*(kwargs[name] for name in list(kwargs)[:7]), *outs)
     assert_same(tuple(outs), tuple(expected), "masked walk")
 

@@ -194,7 +194,7 @@ def test_out_of_range_root_is_a_masked_lane():
     kwargs = simulated_cases.build_generate_simulated_accept_index(CPU, bs=3, num_steps=3, seed=2)
     kwargs["accept_index"][1, 0] = 1000
     out = torch.full((3, 4), -7, dtype=torch.int32)
-    portable = simulated_module._generate_simulated_accept_index_portable.portable
+    portable = simulated_module.generate_simulated_accept_index.reference
     portable(
         kwargs["accept_index"], kwargs["predicts"], kwargs["num_correct_drafts"], kwargs["candidates"],
         kwargs["target_predict"], 2, False, out,

@@ -275,7 +275,9 @@ def test_optional_outputs_allocated():
 
 def test_full_mask_offsets_are_int64():
     seq = torch.tensor([2**31, 5, 2**30])
-    columns = tree_ops._full_mask_tree_columns(seq, 4)
+    from spec_hal.ops.tree._common import full_mask_tree_columns
+
+    columns = full_mask_tree_columns(seq, 4)
     assert columns.dtype == torch.int64
     assert columns[1, 0, 0].item() == 4 * 2**31 + 16 + 5  # block of request 1 + its prefix
     assert columns[2, 3, 3].item() == 4 * (2**31 + 5) + 2 * 16 + 3 * (2**30 + 4) + 2**30 + 3
@@ -306,7 +308,7 @@ def test_meta_runs_portable(op_name):
     op = registry.ops()[op_name]
     op.clear_bindings()
     getattr(ops, op_name)(**meta)
-    assert all(fn is op.portable for (device, _), fn in op._bound.items() if device.type == "meta")
+    assert all(fn is op.reference for (device, _), fn in op._bound.items() if device.type == "meta")
     assert any(device.type == "meta" for device, _ in op._bound)
 
 

@@ -9,3 +9,16 @@ def small_cases(op: str):
     from spec_hal.conformance.runner import all_cases
 
     return [case for case in all_cases() if case.op == op and case.small]
+
+
+def register_launchers(vendor: str, config, launchers: dict) -> list[str]:
+    """Register ``launchers`` (a family module's ``LAUNCHERS``) for ``vendor`` with ``config``, which
+    the composition root would replace by the interpreter's: tests of a vendor's real launch
+    configuration under the interpreter. Returns the ops registered."""
+    import functools
+
+    from spec_hal import ops
+
+    for name, launcher in launchers.items():
+        getattr(ops, name).register_impl(vendor, "triton", functools.partial(launcher, config))
+    return list(launchers)

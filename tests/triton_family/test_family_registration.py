@@ -10,7 +10,7 @@ def test_every_triton_vendor_registers_the_same_providers():
     for vendor in TRITON_VENDORS:
         descriptor = registry.device(vendor)
         assert descriptor.capabilities.triton
-        registry._ensure_bindings(descriptor)
+        registry.REGISTRY.load_bindings(descriptor)
         registered[vendor] = sorted(
             op
             for op in registry.ops()
@@ -18,3 +18,22 @@ def test_every_triton_vendor_registers_the_same_providers():
         )
     assert registered["cuda"], "no Triton provider registered"
     assert all(ops == registered["cuda"] for ops in registered.values())
+
+
+def test_the_family_coverage_is_its_launcher_table():
+    from spec_hal.kernels.triton import family
+
+    for vendor in TRITON_VENDORS:
+        descriptor = registry.REGISTRY.load_bindings(vendor)
+        with_triton = {
+            op
+            for op in registry.ops()
+            if any(i.provider == "triton" for i in registry.implementations(op, vendor))
+        }
+        assert with_triton == set(family.LAUNCHERS)
+        for op in set(registry.ops()) - with_triton:
+            intent = registry.intent_of(descriptor, op)
+            assert intent.provider == "portable" and intent.reason, (vendor, op)
+        for op in family.LAUNCHERS:
+            if op not in descriptor.intents:  # a vendor's own exception (MUSA's KV move) wins
+                assert registry.intent_of(descriptor, op).provider == "triton", (vendor, op)

@@ -13,12 +13,13 @@ import inspect
 
 import pytest
 import torch
-from triton_family.interpreted import TRITON_VENDORS, small_cases
+from triton_family.interpreted import TRITON_VENDORS, register_launchers, small_cases
 
 from spec_hal import registry
 from spec_hal.conformance.case import Case
 from spec_hal.conformance.cases import index as index_cases
 from spec_hal.conformance.runner import compare, run_case
+from spec_hal.devices import cuda, hip, musa, xpu
 from spec_hal.kernels.triton import config as launch_configs
 from spec_hal.kernels.triton import index as triton_index
 from spec_hal.opdef import OpDef
@@ -27,12 +28,12 @@ from spec_hal.testing import emulate, isolated_registry
 
 CPU = torch.device("cpu")
 OPS = tuple(index_cases.BUILDERS)
-#: Launch configuration each vendor's bindings choose (``bind_triton_family``), bypassed by emulation.
+#: Launch configuration each vendor's bindings choose (``spec_hal.composition.bind_triton_family``), bypassed by emulation.
 VENDOR_CONFIGS = {
-    "cuda": launch_configs.HOPPER,
-    "hip": launch_configs.CDNA,
-    "musa": launch_configs.MUSA,
-    "xpu": launch_configs.XE,
+    "cuda": cuda.TRITON_CONFIG,
+    "hip": hip.TRITON_CONFIG,
+    "musa": musa.TRITON_CONFIG,
+    "xpu": xpu.TRITON_CONFIG,
 }
 INTERPRETER = launch_configs.INTERPRETER
 #: Batches past the interpreter's block (64): several programs, each scanning the earlier chunks.
@@ -158,7 +159,7 @@ def test_every_vendor_binds_the_provider(any_triton_vendor, op):
 def test_every_device_op_of_the_family_has_a_provider():
     device_ops = {value.name for value in vars(index_ops).values() if isinstance(value, OpDef)}
     with isolated_registry():
-        assert set(triton_index.register("cuda", INTERPRETER)) == device_ops == set(OPS)
+        assert set(register_launchers("cuda", INTERPRETER, triton_index.LAUNCHERS)) == device_ops == set(OPS)
         for op in OPS:
             impl = next(i for i in registry.implementations(op, "cuda") if i.provider == registry.TRITON)
             assert impl.declines(None) is None  # asked by `spec-hal info`
@@ -170,7 +171,7 @@ def test_every_device_op_of_the_family_has_a_provider():
 
 def _provider_args(op: str, kwargs: dict) -> list:
     """The provider arguments (the portable reference's signature) from a builder's keyword arguments."""
-    portable = getattr(index_ops, f"_{op}_portable").portable
+    portable = getattr(index_ops, op).reference
     if op == "fill_accept_out_cache_loc" and kwargs.get("size") is None:
         kwargs["size"] = kwargs["accept_index"].numel()
     return [kwargs[name] for name in inspect.signature(portable).parameters]
@@ -182,7 +183,7 @@ def _clone(args: list) -> list:
 
 def _check_against_reference(op: str, args: list, config=INTERPRETER) -> None:
     want = _clone(args)
-    getattr(index_ops, f"_{op}_portable").portable(*want)
+    getattr(index_ops, op).reference(*want)
     got = _clone(args)
     getattr(triton_index, op)(config, *got)
     assert compare(got, want) == []

@@ -20,13 +20,13 @@ import functools
 
 import pytest
 import torch
-from triton_family.interpreted import TRITON_VENDORS, small_cases
+from triton_family.interpreted import TRITON_VENDORS, register_launchers, small_cases
 
 from spec_hal import registry
 from spec_hal.conformance.case import Case
 from spec_hal.conformance.cases import kv as kv_cases
 from spec_hal.conformance.runner import compare, run_case
-from spec_hal.kernels.triton import config as launch_configs
+from spec_hal.devices import cuda, hip, musa, xpu
 from spec_hal.kernels.triton import kv as kv_kernels
 from spec_hal.kernels.triton.config import INTERPRETER, LaunchConfig
 from spec_hal.ops import KVBuffers
@@ -35,10 +35,10 @@ from spec_hal.testing import emulate, isolated_registry
 CPU = torch.device("cpu")
 OPS = ("move_kv_cache", "move_accept_tokens_to_target_kvcache")
 VENDOR_CONFIGS = {
-    "cuda": launch_configs.HOPPER,
-    "hip": launch_configs.CDNA,
-    "musa": launch_configs.MUSA,
-    "xpu": launch_configs.XE,
+    "cuda": cuda.TRITON_CONFIG,
+    "hip": hip.TRITON_CONFIG,
+    "musa": musa.TRITON_CONFIG,
+    "xpu": xpu.TRITON_CONFIG,
 }
 
 
@@ -69,8 +69,8 @@ def test_every_vendor_configuration(vendor):
     cases = [c for op in OPS for c in small_cases(op) if c.kind == "golden"]
     cases.append(built("move_kv_cache", "bs3_scales", bs=3, num_layers=1, with_scales=True))
     with isolated_registry(), emulate(vendor) as descriptor:
-        registry._ensure_bindings(descriptor)
-        kv_kernels.register(vendor, VENDOR_CONFIGS[vendor])
+        registry.REGISTRY.load_bindings(descriptor)
+        register_launchers(vendor, VENDOR_CONFIGS[vendor], kv_kernels.LAUNCHERS)
         for case in cases:
             assert run_case(case, CPU, "triton") == [], case_id(case)
 
@@ -129,7 +129,7 @@ def assert_move_matches(
     config: LaunchConfig = INTERPRETER,
 ) -> None:
     want = [buffer.clone() for buffer in kv.buffers]
-    registry.ops()["move_kv_cache"].portable(want, kv.ptr_table, kv.vectorizable, tgt, src, segment_lens)
+    registry.ops()["move_kv_cache"].reference(want, kv.ptr_table, kv.vectorizable, tgt, src, segment_lens)
     kv_kernels._move_kv_cache(config, kv.buffers, kv.ptr_table, kv.vectorizable, tgt, src, segment_lens)
     assert compare(kv.buffers, want) == []
 
@@ -270,6 +270,6 @@ def test_accept_locs_grid_limit():
     )
     args = [kwargs[name] for name in names] + [kwargs["tgt_loc"], kwargs["src_loc"]]
     want = copy.deepcopy(args)
-    registry.ops()["move_accept_tokens_to_target_kvcache"].portable(*want)
+    registry.ops()["move_accept_tokens_to_target_kvcache"].reference(*want)
     kv_kernels._accept_locs(config, *args)
     assert compare(args, want) == []

@@ -19,13 +19,13 @@ import functools
 
 import pytest
 import torch
-from triton_family.interpreted import TRITON_VENDORS, small_cases
+from triton_family.interpreted import TRITON_VENDORS, register_launchers, small_cases
 
 from spec_hal import registry
 from spec_hal.conformance.case import Case
 from spec_hal.conformance.cases import mamba as mamba_cases
 from spec_hal.conformance.runner import compare, run_case
-from spec_hal.kernels.triton import config as launch_configs
+from spec_hal.devices import cuda, hip, musa, xpu
 from spec_hal.kernels.triton import mamba as mamba_kernels
 from spec_hal.kernels.triton.config import INTERPRETER, LaunchConfig
 from spec_hal.testing import emulate, isolated_registry
@@ -37,10 +37,10 @@ OPS = (
     "commit_mamba_states_after_verify",
 )
 VENDOR_CONFIGS = {
-    "cuda": launch_configs.HOPPER,
-    "hip": launch_configs.CDNA,
-    "musa": launch_configs.MUSA,
-    "xpu": launch_configs.XE,
+    "cuda": cuda.TRITON_CONFIG,
+    "hip": hip.TRITON_CONFIG,
+    "musa": musa.TRITON_CONFIG,
+    "xpu": xpu.TRITON_CONFIG,
 }
 
 
@@ -83,8 +83,8 @@ def test_every_vendor_configuration(vendor):
         )
     )
     with isolated_registry(), emulate(vendor) as descriptor:
-        registry._ensure_bindings(descriptor)
-        mamba_kernels.register(vendor, VENDOR_CONFIGS[vendor])
+        registry.REGISTRY.load_bindings(descriptor)
+        register_launchers(vendor, VENDOR_CONFIGS[vendor], mamba_kernels.LAUNCHERS)
         for case in cases:
             assert run_case(case, CPU, "triton") == [], case_id(case)
 
@@ -132,7 +132,7 @@ def lines_and_steps(gen: torch.Generator, bs: int, num_lines: int, num_steps: in
 
 def assert_scatter_matches(args: list, config: LaunchConfig = INTERPRETER) -> None:
     want = copy.deepcopy(args)
-    registry.ops()["scatter_mamba_states_after_mtp_verify"].portable(*want)
+    registry.ops()["scatter_mamba_states_after_mtp_verify"].reference(*want)
     mamba_kernels._scatter_mamba_states(config, *args)
     assert compare(args, want) == []
 
@@ -205,7 +205,7 @@ def test_commit_steps_grid_limit():
     args = [kwargs[name] for name in ("accept_index", "accept_lens", "draft_token_num", "seq_lens")]
     args += [2, kwargs["last_correct_step_indices"], kwargs["mamba_steps_to_track"]]
     want = copy.deepcopy(args)
-    registry.ops()["verify_commit_step_indices"].portable(*want)
+    registry.ops()["verify_commit_step_indices"].reference(*want)
     mamba_kernels._verify_commit_step_indices(config, *args)
     assert compare(args, want) == []
 
@@ -272,7 +272,7 @@ def commit_args(
 
 def assert_commit_matches(args: list, config: LaunchConfig = INTERPRETER) -> None:
     want = copy.deepcopy(args)
-    registry.ops()["commit_mamba_states_after_verify"].portable(*want)
+    registry.ops()["commit_mamba_states_after_verify"].reference(*want)
     mamba_kernels._commit_mamba_states(config, *args)
     assert compare(args, want) == []
 
@@ -300,23 +300,24 @@ def test_commit_more_states_than_one_launch(launches):
 
 
 def test_commit_source_entry_not_a_2d_block(launches):
-    # The SSM entry is copied by the portable reference after the launch that stored the steps.
+    # The SSM entry is read through a contiguous copy of its buffer, in the same launch.
     gen = torch.Generator().manual_seed(7)
     args = commit_args(gen, 3, [(2, 3, 4), (6, 3)], [torch.float32] * 2, ["permuted", "strided"])
     assert_commit_matches(args)
     assert launches() == {"steps": 0, "scatter": 1}
 
 
-@pytest.mark.parametrize(
-    ("entries", "windows"),
-    [([(2, 0), (0,)], ["contiguous", "contiguous"]), ([(2, 3, 4)], ["permuted"])],
-    ids=["empty entries", "no 2-D entry"],
-)
-def test_commit_with_nothing_for_the_kernel_to_copy(launches, entries, windows):
-    # No scatter launch to compute the steps in: G1's launch, then the portable copy (if any).
+def test_commit_with_nothing_for_the_kernel_to_copy(launches):
+    # No scatter launch to compute the steps in: G1's launch alone.
     gen = torch.Generator().manual_seed(8)
-    assert_commit_matches(commit_args(gen, 3, entries, [torch.float32] * len(entries), windows))
+    assert_commit_matches(commit_args(gen, 3, [(2, 0), (0,)], [torch.float32] * 2, ["contiguous"] * 2))
     assert launches() == {"steps": 1, "scatter": 0}
+
+
+def test_commit_with_only_an_entry_that_is_no_2d_block(launches):
+    gen = torch.Generator().manual_seed(8)
+    assert_commit_matches(commit_args(gen, 3, [(2, 3, 4)], [torch.float32], ["permuted"]))
+    assert launches() == {"steps": 0, "scatter": 1}
 
 
 def test_commit_tracking_steps_without_tracking_lines(launches):

@@ -8,7 +8,7 @@ import functools
 
 import pytest
 import torch
-from triton_family.interpreted import TRITON_VENDORS, small_cases
+from triton_family.interpreted import TRITON_VENDORS, register_launchers, small_cases
 from triton_family.test_tree import (
     assert_passes,
     assert_passes_with_vendor_config,
@@ -22,8 +22,9 @@ from triton_family.test_tree import (
 
 from spec_hal import registry
 from spec_hal.conformance.cases import sampling as sampling_cases
+from spec_hal.devices.cuda import TRITON_CONFIG as HOPPER
 from spec_hal.kernels.triton import sampling as sampling_kernels
-from spec_hal.kernels.triton.config import HOPPER, INTERPRETER
+from spec_hal.kernels.triton.config import INTERPRETER
 from spec_hal.testing import isolated_registry
 
 OPS = ("draft_topk1_postprocess", "target_verify_topk1_postprocess", "draft_extend_topk1_postprocess")
@@ -78,7 +79,7 @@ SMALL_GRID = dataclasses.replace(INTERPRETER, max_grid=3)
 
 
 def provider(op: str, config=INTERPRETER):
-    return functools.partial(sampling_kernels._PROVIDERS[op], config)
+    return functools.partial(sampling_kernels.LAUNCHERS[op], config)
 
 
 def _verify_outputs(bs: int, num_nodes: int) -> list[torch.Tensor]:
@@ -211,6 +212,6 @@ def test_topk1_argmax_across_slices(op, config, dtype):
 
 def test_register_returns_every_op():
     with isolated_registry():
-        assert sorted(sampling_kernels.register("cuda", INTERPRETER)) == sorted(OPS)
+        assert sorted(register_launchers("cuda", INTERPRETER, sampling_kernels.LAUNCHERS)) == sorted(OPS)
         for op in OPS:
             assert any(i.provider == "triton" for i in registry.implementations(op, "cuda"))

@@ -7,7 +7,7 @@ Three kinds of checks, shared with the family D and E tests (which import the he
 * malformed inputs the contract rejects on CPU tensors but an accelerator does not check (-1 and
   out-of-range ids, link cycles): the Triton provider and the portable reference are called directly
   on the same arguments and every tensor must agree;
-* every vendor's launch configuration (the one its bindings pass to ``register_family``), registered
+* every vendor's launch configuration (the one its bindings pass to ``spec_hal.composition.bind_triton_family``), registered
   explicitly since the interpreter otherwise runs them all with the interpreter configuration.
 """
 
@@ -20,13 +20,13 @@ from typing import Any
 
 import pytest
 import torch
-from triton_family.interpreted import TRITON_VENDORS, small_cases
+from triton_family.interpreted import TRITON_VENDORS, register_launchers, small_cases
 
 from spec_hal import registry
 from spec_hal.conformance.case import Case
 from spec_hal.conformance.cases import tree as tree_cases
 from spec_hal.conformance.runner import compare, run_case
-from spec_hal.kernels.triton import config as launch_configs
+from spec_hal.devices import cuda, hip, musa, xpu
 from spec_hal.kernels.triton import tree as tree_kernels
 from spec_hal.kernels.triton.config import INTERPRETER
 from spec_hal.testing import emulate, isolated_registry
@@ -102,26 +102,26 @@ def assert_providers_agree(op: str, provider: Callable[..., None], args: list[An
     """The Triton provider and the portable reference, called directly (no contract: no value
     checks), leave every tensor argument identical."""
     want = copy.deepcopy(args)
-    registry.ops()[op].portable(*want)
+    registry.ops()[op].reference(*want)
     got = copy.deepcopy(args)
     provider(*got)
     assert compare(got, want) == []
 
 
-#: The launch configuration each vendor's bindings register the family with (``bind_triton_family``).
+#: The launch configuration each vendor's bindings register the family with (``spec_hal.composition.bind_triton_family``).
 VENDOR_CONFIGS = {
-    "cuda": launch_configs.HOPPER,
-    "hip": launch_configs.CDNA,
-    "musa": launch_configs.MUSA,
-    "xpu": launch_configs.XE,
+    "cuda": cuda.TRITON_CONFIG,
+    "hip": hip.TRITON_CONFIG,
+    "musa": musa.TRITON_CONFIG,
+    "xpu": xpu.TRITON_CONFIG,
 }
 
 
 def assert_passes_with_vendor_config(vendor: str, family: Any, cases: list[Case]) -> None:
     """Run ``cases`` on ``vendor`` with ``family`` registered under the vendor's real configuration."""
     with isolated_registry(), emulate(vendor) as descriptor:
-        registry._ensure_bindings(descriptor)
-        family.register(vendor, VENDOR_CONFIGS[vendor])
+        registry.REGISTRY.load_bindings(descriptor)
+        register_launchers(vendor, VENDOR_CONFIGS[vendor], family.LAUNCHERS)
         for case in cases:
             assert run_case(case, CPU, "triton") == [], case_id(case)
 
@@ -170,7 +170,7 @@ def test_every_vendor_configuration(vendor):
 
 
 def provider(op: str) -> Callable[..., None]:
-    return functools.partial(tree_kernels._PROVIDERS[op], INTERPRETER)
+    return functools.partial(tree_kernels.LAUNCHERS[op], INTERPRETER)
 
 
 def _ints(gen: torch.Generator, low: int, high: int, shape, dtype=torch.int64) -> torch.Tensor:
@@ -292,6 +292,6 @@ def test_fill_bonus_tokens_out_of_range_lengths():
 
 def test_register_returns_every_op():
     with isolated_registry():
-        assert sorted(tree_kernels.register("cuda", INTERPRETER)) == sorted(OPS)
+        assert sorted(register_launchers("cuda", INTERPRETER, tree_kernels.LAUNCHERS)) == sorted(OPS)
         for op in OPS:
             assert any(i.provider == "triton" for i in registry.implementations(op, "cuda"))

@@ -18,8 +18,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ...ops import index as index_ops
-from ...registry import register_impl
+from ... import ops
 
 _PROVIDER = "cpu"
 
@@ -92,7 +91,7 @@ def generate_draft_decode_kv_indices(
     # kv_indices is usually sized for the longest context (draft_kv_indices_buffer_width); the portable
     # reference visits every column. Knowing the lengths, hand it only the columns the last step uses.
     used = topk * int(seq_lens.sum()) + seq_lens.numel() * topk * num_steps
-    index_ops._generate_draft_decode_kv_indices_portable.portable(
+    ops.generate_draft_decode_kv_indices.reference(
         req_pool_indices,
         req_to_token,
         seq_lens,
@@ -106,7 +105,7 @@ def generate_draft_decode_kv_indices(
 
 
 def register() -> None:
-    for op in (
+    for provider in (
         assign_extend_cache_locs,
         assign_req_to_token_pool,
         fill_accept_out_cache_loc,
@@ -114,4 +113,4 @@ def register() -> None:
         filter_finished_cache_loc,
         generate_draft_decode_kv_indices,
     ):
-        register_impl(op.__name__, "cpu", _PROVIDER, op)
+        getattr(ops, provider.__name__).register_impl("cpu", _PROVIDER, provider)

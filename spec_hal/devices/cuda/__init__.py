@@ -1,8 +1,11 @@
 """NVIDIA CUDA: detection through NVML (never the CUDA runtime, which would poison fork())."""
 
-from ...registry import Capabilities, DeviceDescriptor
-from .._triton_intents import PORTABLE_ON_TRITON_VENDORS, TRITON_DEFAULT
+from ...kernels.triton.config import LaunchConfig
+from ...registry import TRITON, Capabilities, DeviceDescriptor, Intent, register_device
 from .detection import probe
+
+#: Copies: 8 KiB tiles with 4 warps (the H200 sweep in docs/performance.md).
+TRITON_CONFIG = LaunchConfig("hopper", num_warps=4, block=1024, copy_num_warps=4, copy_block_bytes=8192)
 
 DESCRIPTOR = DeviceDescriptor(
     name="cuda",
@@ -12,12 +15,16 @@ DESCRIPTOR = DeviceDescriptor(
     dist_backend="nccl",
     capabilities=Capabilities(graph_capture=True, triton=True, record_stream=True, needs_device_guard=True),
     runtime="spec_hal.devices.cuda.runtime:RUNTIME",
-    bindings="spec_hal.devices.cuda.bindings:register",
-    intents=PORTABLE_ON_TRITON_VENDORS,
-    default_intent=TRITON_DEFAULT,
+    families={"triton": TRITON_CONFIG},
+    default_intent=Intent(TRITON, "the shared Triton family"),
     notes=(
-        "launch configuration 'hopper' (spec_hal/kernels/triton/config.py)",
+        "launch configuration 'hopper' (TRITON_CONFIG in spec_hal/devices/cuda)",
         "detection reads NVML, never the CUDA runtime: fork() stays safe",
     ),
     priority_reason="after hip and musa, whose stacks also answer torch.cuda.*",
 )
+
+
+def register() -> None:
+    """Register this vendor through the public API (the composition root calls it)."""
+    register_device(DESCRIPTOR)

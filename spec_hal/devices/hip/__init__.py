@@ -1,8 +1,8 @@
 """AMD ROCm (HIP): a ROCm build of torch; tensors say ``cuda``, so HIP is checked before CUDA."""
 
 from ...detect import Check, HostFacts, ProbeResult, visible_from_env
-from ...registry import Capabilities, DeviceDescriptor
-from .._triton_intents import PORTABLE_ON_TRITON_VENDORS, TRITON_DEFAULT
+from ...kernels.triton.config import LaunchConfig
+from ...registry import TRITON, Capabilities, DeviceDescriptor, Intent, register_device
 
 
 def probe(facts: HostFacts) -> ProbeResult:
@@ -26,6 +26,11 @@ def probe(facts: HostFacts) -> ProbeResult:
     return ProbeResult("hip", installed, present, visible)
 
 
+#: Wavefronts of 64 lanes (CDNA); block and warp counts for MI200/MI300, untuned without hardware.
+TRITON_CONFIG = LaunchConfig(
+    "cdna", num_warps=4, warp_size=64, block=1024, copy_num_warps=8, copy_block_bytes=8192
+)
+
 DESCRIPTOR = DeviceDescriptor(
     name="hip",
     device_type="cuda",
@@ -34,9 +39,8 @@ DESCRIPTOR = DeviceDescriptor(
     dist_backend="rccl",
     capabilities=Capabilities(graph_capture=True, triton=True, record_stream=True, needs_device_guard=True),
     runtime="spec_hal.devices.hip.runtime:RUNTIME",
-    bindings="spec_hal.devices.hip.bindings:register",
-    intents=PORTABLE_ON_TRITON_VENDORS,
-    default_intent=TRITON_DEFAULT,
+    families={"triton": TRITON_CONFIG},
+    default_intent=Intent(TRITON, "the shared Triton family"),
     notes=(
         "launch configuration 'cdna': wavefront 64, block and warp counts for MI200/MI300",
         "graph capture through hipGraph (torch.cuda.graphs on ROCm builds)",
@@ -44,3 +48,8 @@ DESCRIPTOR = DeviceDescriptor(
     ),
     priority_reason="first: ROCm answers torch.cuda.* and its tensors say 'cuda'",
 )
+
+
+def register() -> None:
+    """Register this vendor through the public API (the composition root calls it)."""
+    register_device(DESCRIPTOR)

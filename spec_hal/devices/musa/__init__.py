@@ -1,8 +1,8 @@
 """Moore Threads MUSA through torch_musa (or the torchada compatibility layer); before CUDA."""
 
 from ...detect import Check, HostFacts, ProbeResult, visible_from_env
-from ...registry import PORTABLE, Capabilities, DeviceDescriptor, Intent
-from .._triton_intents import PORTABLE_ON_TRITON_VENDORS, TRITON_DEFAULT
+from ...kernels.triton.config import LaunchConfig
+from ...registry import PORTABLE, TRITON, Capabilities, DeviceDescriptor, Intent, register_device
 
 
 def probe(facts: HostFacts) -> ProbeResult:
@@ -20,6 +20,8 @@ def probe(facts: HostFacts) -> ProbeResult:
     return ProbeResult("musa", installed, present, visible)
 
 
+TRITON_CONFIG = LaunchConfig("musa", num_warps=4, block=512, copy_num_warps=4, copy_block_bytes=4096)
+
 DESCRIPTOR = DeviceDescriptor(
     name="musa",
     device_type="musa",
@@ -28,17 +30,21 @@ DESCRIPTOR = DeviceDescriptor(
     dist_backend="mccl",
     capabilities=Capabilities(graph_capture=True, triton=True, record_stream=True, needs_device_guard=True),
     runtime="spec_hal.devices.musa.runtime:RUNTIME",
-    bindings="spec_hal.devices.musa.bindings:register",
+    families={"triton": TRITON_CONFIG},
     intents={
-        **PORTABLE_ON_TRITON_VENDORS,
         "move_kv_cache": Intent(
             PORTABLE, "the pointer-table KV move (int64 -> pointer loads) is not certified on MUSA's Triton"
         ),
     },
-    default_intent=TRITON_DEFAULT,
+    default_intent=Intent(TRITON, "the shared Triton family"),
     notes=(
         "launch configuration 'musa'",
         "not certified on MUSA hardware: the Triton family runs there only as far as MUSA's Triton supports it; per-op exceptions are intents",
     ),
     priority_reason="before cuda: torch_musa/torchada make torch.cuda.* calls work on MUSA GPUs",
 )
+
+
+def register() -> None:
+    """Register this vendor through the public API (the composition root calls it)."""
+    register_device(DESCRIPTOR)

@@ -3,8 +3,8 @@
 import torch
 
 from ...detect import Check, HostFacts, ProbeResult, visible_from_env
-from ...registry import Capabilities, DeviceDescriptor
-from .._triton_intents import PORTABLE_ON_TRITON_VENDORS, TRITON_DEFAULT
+from ...kernels.triton.config import LaunchConfig
+from ...registry import TRITON, Capabilities, DeviceDescriptor, Intent, register_device
 
 
 def _xpu_available() -> bool:
@@ -31,6 +31,8 @@ def probe(facts: HostFacts) -> ProbeResult:
     return ProbeResult("xpu", installed, present, visible)
 
 
+TRITON_CONFIG = LaunchConfig("xe", num_warps=8, block=512, copy_num_warps=8, copy_block_bytes=4096)
+
 DESCRIPTOR = DeviceDescriptor(
     name="xpu",
     device_type="xpu",
@@ -41,9 +43,8 @@ DESCRIPTOR = DeviceDescriptor(
         graph_capture=hasattr(torch.xpu, "XPUGraph"), triton=True, record_stream=True, needs_device_guard=True
     ),
     runtime="spec_hal.devices.xpu.runtime:RUNTIME",
-    bindings="spec_hal.devices.xpu.bindings:register",
-    intents=PORTABLE_ON_TRITON_VENDORS,
-    default_intent=TRITON_DEFAULT,
+    families={"triton": TRITON_CONFIG},
+    default_intent=Intent(TRITON, "the shared Triton family"),
     priority_reason="own device type 'xpu'; no overlap with the CUDA family",
     notes=(
         "launch configuration 'xe'",
@@ -51,3 +52,8 @@ DESCRIPTOR = DeviceDescriptor(
         "intel-extension-for-pytorch is optional: it pins one torch version",
     ),
 )
+
+
+def register() -> None:
+    """Register this vendor through the public API (the composition root calls it)."""
+    register_device(DESCRIPTOR)

@@ -1,4 +1,5 @@
-"""Launch configurations: the only thing a vendor chooses about the shared Triton kernels."""
+"""Launch configurations: the only thing a vendor chooses about the shared Triton kernels (each
+vendor package holds its own; the interpreter's lives here)."""
 
 from __future__ import annotations
 
@@ -28,11 +29,5 @@ class LaunchConfig:
     max_grid: int = 65535
 
 
-#: Copies: 8 KiB tiles with 4 warps reached 95% of the H200's copy bandwidth in the mamba state
-#: scatter and the KV move, where 8 warps reached 63-83% (``tools/config_sweep.py``, 2026-11-29).
-HOPPER = LaunchConfig("hopper", num_warps=4, block=1024, copy_num_warps=4, copy_block_bytes=8192)
-CDNA = LaunchConfig("cdna", num_warps=4, warp_size=64, block=1024, copy_num_warps=8, copy_block_bytes=8192)
-MUSA = LaunchConfig("musa", num_warps=4, block=512, copy_num_warps=4, copy_block_bytes=4096)
-XE = LaunchConfig("xe", num_warps=8, block=512, copy_num_warps=8, copy_block_bytes=4096)
 #: Small blocks keep the CPU interpreter (TRITON_INTERPRET=1) fast in emulated runs.
 INTERPRETER = LaunchConfig("interpreter", num_warps=1, block=64, copy_num_warps=1, copy_block_bytes=256)

@@ -26,13 +26,11 @@ kernel and returns None. Conventions shared by every kernel here:
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
 
 import triton
 import triton.language as tl
 from torch import Tensor
 
-from ...registry import TRITON, register_impl
 from .config import LaunchConfig
 from .launch import cdiv, kernel, next_power_of_2
 
@@ -1358,7 +1356,8 @@ def rebuild_compact_draft_req_to_token(
     )
 
 
-_PROVIDERS: dict[str, Callable[..., None]] = {
+#: The family's launchers of this module: op name -> launcher(config, *provider arguments).
+LAUNCHERS: dict[str, Callable[..., None]] = {
     "assign_extend_cache_locs": assign_extend_cache_locs,
     "assign_extend_cache_locs_uniform": assign_extend_cache_locs_uniform,
     "assign_req_to_token_pool": assign_req_to_token_pool,
@@ -1374,15 +1373,4 @@ _PROVIDERS: dict[str, Callable[..., None]] = {
 }
 
 
-def register(vendor: str, config: LaunchConfig) -> list[str]:
-    """Register the Triton provider of every family-A device op for ``vendor``; returns the ops.
-
-    No op of the family has a variant a kernel declines (index dtypes are specialised, any strides
-    are read through), so no ``supports`` check is registered.
-    """
-    for op, provider in _PROVIDERS.items():
-        register_impl(op, vendor, TRITON, partial(provider, config))
-    return list(_PROVIDERS)
-
-
-__all__ = ["register"]
+__all__ = ["LAUNCHERS"]

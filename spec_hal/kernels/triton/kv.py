@@ -50,11 +50,10 @@ import triton
 import triton.language as tl
 from torch.utils.weak import WeakIdKeyDictionary
 
-from ...registry import TRITON, register_impl
 from .config import LaunchConfig
 from .launch import cdiv, kernel, next_power_of_2
 
-__all__ = ["register"]
+__all__ = ["LAUNCHERS"]
 
 #: Lanes of a chunk (whole segments moved from registers); a longer segment is held or staged.
 #: segment_lens=None with more than _MAX_LANES lanes is the two-launch move.
@@ -830,15 +829,8 @@ def _accept_locs(
     )
 
 
-_PROVIDERS: dict[str, Callable[..., None]] = {
+#: The family's launchers of this module: op name -> launcher(config, *provider arguments).
+LAUNCHERS: dict[str, Callable[..., None]] = {
     "move_kv_cache": _move_kv_cache,
     "move_accept_tokens_to_target_kvcache": _accept_locs,
 }
-
-
-def register(vendor: str, config: LaunchConfig) -> list[str]:
-    """Register the family B Triton providers of ``vendor``: every index dtype, every row layout
-    (rows that are not 16-byte vectorizable move as narrower words), so nothing is declined."""
-    for op, provider in _PROVIDERS.items():
-        register_impl(op, vendor, TRITON, functools.partial(provider, config))
-    return list(_PROVIDERS)

@@ -11,8 +11,8 @@ copies one tile of one entry and the parts share the grid without idle programs.
 as a 2-D ``[rows, cols]`` block (its source dims coalesced: a contiguous SSM entry is one row, a
 strided conv window ``[channels, Kc-1]`` keeps its row stride), copied with 2-D tiles: no division
 or other per-element index math, and contiguous rows vectorise. The destination entry is contiguous
-(contract). A source entry that does not coalesce to two dims is copied by the portable reference
-(for that part only; no layout in use needs it).
+(contract). A source entry that does not coalesce to two dims is read through a contiguous copy of
+its buffer (for that part only; no layout in use needs it).
 
 G3 is G2's launch with the steps computed inline (``STEPS_FROM_ACCEPT``): every program computes
 its lane's step with G1's helpers (one more dependent load than reading a step: accept_lens, then
@@ -23,7 +23,6 @@ entries, or none a 2-D block), G1's launch then G2's.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable
 
@@ -31,12 +30,10 @@ import torch
 import triton
 import triton.language as tl
 
-from ...ops.mamba import _scatter_mamba_states_portable
-from ...registry import TRITON, register_impl
 from .config import LaunchConfig
 from .launch import cdiv, kernel, next_power_of_2
 
-__all__ = ["register"]
+__all__ = ["LAUNCHERS"]
 
 #: State tensors (SSM + conv) one G2 launch copies: pointer and strides are passed per part.
 _MAX_PARTS = 4
@@ -495,11 +492,11 @@ def _copy_parts(
     intermediate_ssm: torch.Tensor,
     conv_states: list[torch.Tensor],
     intermediate_conv_windows: list[torch.Tensor],
-) -> tuple[list[_Part], list[tuple[torch.Tensor, torch.Tensor]]]:
-    """The state pairs the kernel copies, and those whose source entries are not a 2-D block (the
-    portable reference copies those); pairs with empty entries are in neither."""
+) -> list[_Part]:
+    """The state pairs the kernel copies (pairs with empty entries are skipped). Step buffers whose
+    entries are no 2-D block are read through a contiguous copy: rare layouts pay a copy rather
+    than a second code path."""
     parts: list[_Part] = []
-    others = []
     for states, steps in zip(
         (ssm_states, *conv_states), (intermediate_ssm, *intermediate_conv_windows), strict=True
     ):
@@ -507,31 +504,11 @@ def _copy_parts(
             continue
         entry = _entry_as_2d(steps)
         if entry is None:
-            others.append((states, steps))
-        else:
-            parts.append((states, steps, entry))
-    return parts, others
-
-
-def _copy_portably(
-    pairs: list[tuple[torch.Tensor, torch.Tensor]],
-    state_indices: torch.Tensor,
-    last_correct_step_indices: torch.Tensor,
-    mamba_track_indices: torch.Tensor | None,
-    mamba_steps_to_track: torch.Tensor | None,
-) -> None:
-    """The portable reference's copy of state pairs the kernel does not take."""
-    for states, steps in pairs:
-        _scatter_mamba_states_portable.portable(
-            states,
-            steps,
-            [],
-            [],
-            state_indices,
-            last_correct_step_indices,
-            mamba_track_indices,
-            mamba_steps_to_track,
-        )
+            steps = steps.contiguous()
+            entry = _entry_as_2d(steps)
+            assert entry is not None  # a contiguous entry coalesces to one dimension
+        parts.append((states, steps, entry))
+    return parts
 
 
 def _launch_scatter(
@@ -643,10 +620,7 @@ def _scatter_mamba_states(
     num_layers, num_lines = ssm_states.shape[:2]
     if state_indices.shape[0] == 0 or num_lines == 0 or num_layers == 0 or intermediate_ssm.shape[2] == 0:
         return
-    parts, others = _copy_parts(ssm_states, intermediate_ssm, conv_states, intermediate_conv_windows)
-    _copy_portably(
-        others, state_indices, last_correct_step_indices, mamba_track_indices, mamba_steps_to_track
-    )
+    parts = _copy_parts(ssm_states, intermediate_ssm, conv_states, intermediate_conv_windows)
     if parts:
         _launch_scatter(
             config, parts, state_indices, last_correct_step_indices, mamba_track_indices, mamba_steps_to_track
@@ -671,7 +645,7 @@ def _commit_mamba_states(
 ) -> None:
     if accept_index.shape[0] == 0:
         return
-    parts, others = _copy_parts(ssm_states, intermediate_ssm, conv_states, intermediate_conv_windows)
+    parts = _copy_parts(ssm_states, intermediate_ssm, conv_states, intermediate_conv_windows)
     if (
         not parts
         or ssm_states.shape[0] == 0
@@ -710,21 +684,11 @@ def _commit_mamba_states(
         mamba_steps_to_track,
         (accept_index, accept_lens, seq_lens, draft_token_num, mamba_track_interval),
     )
-    # After the launch: it stored the steps these copies read.
-    _copy_portably(
-        others, state_indices, last_correct_step_indices, mamba_track_indices, mamba_steps_to_track
-    )
 
 
-_PROVIDERS: dict[str, Callable[..., None]] = {
+#: The family's launchers of this module: op name -> launcher(config, *provider arguments).
+LAUNCHERS: dict[str, Callable[..., None]] = {
     "verify_commit_step_indices": _verify_commit_step_indices,
     "scatter_mamba_states_after_mtp_verify": _scatter_mamba_states,
     "commit_mamba_states_after_verify": _commit_mamba_states,
 }
-
-
-def register(vendor: str, config: LaunchConfig) -> list[str]:
-    """Register the family G Triton providers of ``vendor`` (every index dtype and state layout)."""
-    for op, provider in _PROVIDERS.items():
-        register_impl(op, vendor, TRITON, functools.partial(provider, config))
-    return list(_PROVIDERS)

@@ -28,22 +28,20 @@ launch too; the second launch costs about as much and needs no atomics.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 
 import torch
 import triton
 import triton.language as tl
 
-from ...ops.sampling import SIMULATED_TOKEN
-from ...registry import TRITON, register_impl
+from ..._constants import NAN_LOGIT, SIMULATED_TOKEN
 from .config import LaunchConfig
 from .launch import cdiv, kernel, next_power_of_2
 
 #: Programs the first launch aims at: several per SM of a ~100-SM device.
 _TARGET_PROGRAMS = 1024
 #: A NaN logit ranks as this value (D6); a constexpr: kernels read it.
-_NAN_LOGIT = tl.constexpr(-1e30)
+_NAN_LOGIT = tl.constexpr(NAN_LOGIT)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -582,15 +580,9 @@ def _draft_extend_topk1_postprocess(
 
 # --------------------------------------------------------------------------------------------------
 
-_PROVIDERS: dict[str, Callable[..., None]] = {
+#: The family's launchers of this module: op name -> launcher(config, *provider arguments).
+LAUNCHERS: dict[str, Callable[..., None]] = {
     "draft_topk1_postprocess": _draft_topk1_postprocess,
     "target_verify_topk1_postprocess": _target_verify_topk1_postprocess,
     "draft_extend_topk1_postprocess": _draft_extend_topk1_postprocess,
 }
-
-
-def register(vendor: str, config: LaunchConfig) -> list[str]:
-    """Register the D6 Triton providers of ``vendor`` (every index dtype and float logits dtype)."""
-    for op, provider in _PROVIDERS.items():
-        register_impl(op, vendor, TRITON, functools.partial(provider, config))
-    return list(_PROVIDERS)

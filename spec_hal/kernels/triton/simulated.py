@@ -8,14 +8,11 @@ whose root is -1 or out of range stay as they were), ``num_correct_drafts`` and 
 
 from __future__ import annotations
 
-import functools
-
 import torch
 import triton
 import triton.language as tl
 
-from ...ops.sampling import SIMULATED_TOKEN
-from ...registry import TRITON, register_impl
+from ..._constants import SIMULATED_TOKEN
 from .config import LaunchConfig
 from .launch import kernel
 
@@ -102,12 +99,5 @@ def _generate_simulated_accept_index(
     )  # fmt: skip
 
 
-def register(vendor: str, config: LaunchConfig) -> list[str]:
-    """Register the family E Triton provider of ``vendor`` (every index dtype, both token modes)."""
-    register_impl(
-        "generate_simulated_accept_index",
-        vendor,
-        TRITON,
-        functools.partial(_generate_simulated_accept_index, config),
-    )
-    return ["generate_simulated_accept_index"]
+#: The family's launchers of this module: op name -> launcher(config, *provider arguments).
+LAUNCHERS = {"generate_simulated_accept_index": _generate_simulated_accept_index}

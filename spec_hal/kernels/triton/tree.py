@@ -22,21 +22,18 @@ int64. The results equal the portable references of ``spec_hal/ops/tree.py`` lan
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 
 import torch
 import triton
 import triton.language as tl
 
-from ...ops.tree import FULL_MASK, QLEN_ONLY, QLEN_ONLY_BITPACKING
-from ...registry import TRITON, register_impl
+from ..._constants import FULL_MASK, QLEN_ONLY, QLEN_ONLY_BITPACKING, SIGNED_OF
 from .config import LaunchConfig
 from .launch import cdiv, kernel, next_power_of_2
 
 #: Bitpacked mask items are ORed bitwise: unsigned items are handed to Triton as the signed type of
 #: the same size (a view, not a copy), which every Triton backend addresses.
-_SIGNED_ITEM = {torch.uint16: torch.int16, torch.uint32: torch.int32, torch.uint64: torch.int64}
 
 
 def _request_warps(config: LaunchConfig, tile_elements: int) -> int:
@@ -185,8 +182,8 @@ def _build_tree_kernel_efficient(
     retrieve_next_sibling: torch.Tensor,
 ) -> None:
     bs = seq_lens.shape[0]
-    if tree_mask_mode == QLEN_ONLY_BITPACKING and tree_mask.dtype in _SIGNED_ITEM:
-        tree_mask = tree_mask.view(_SIGNED_ITEM[tree_mask.dtype])
+    if tree_mask_mode == QLEN_ONLY_BITPACKING and tree_mask.dtype in SIGNED_OF:
+        tree_mask = tree_mask.view(SIGNED_OF[tree_mask.dtype])
     block_d = next_power_of_2(draft_token_num)
     block_p = next_power_of_2(max(parent_list.shape[1], 1))
     # The FULL_MASK prefix of seq_lens: one vector load when bs fits a launch block.
@@ -662,7 +659,8 @@ def _fill_bonus_tokens(
 
 # --------------------------------------------------------------------------------------------------
 
-_PROVIDERS: dict[str, Callable[..., None]] = {
+#: The family's launchers of this module: op name -> launcher(config, *provider arguments).
+LAUNCHERS: dict[str, Callable[..., None]] = {
     "build_tree_kernel_efficient": _build_tree_kernel_efficient,
     "verify_tree_greedy": _verify_tree_greedy,
     "tree_speculative_sampling_target_only": _tree_speculative_sampling_target_only,
@@ -671,10 +669,3 @@ _PROVIDERS: dict[str, Callable[..., None]] = {
 }
 
 assert (FULL_MASK, QLEN_ONLY, QLEN_ONLY_BITPACKING) == (0, 1, 2)  # the kernel's MODE values
-
-
-def register(vendor: str, config: LaunchConfig) -> list[str]:
-    """Register the family C Triton providers of ``vendor`` (every index dtype and mask mode)."""
-    for op, provider in _PROVIDERS.items():
-        register_impl(op, vendor, TRITON, functools.partial(provider, config))
-    return list(_PROVIDERS)

@@ -1,0 +1,206 @@
+"""``spec-hal bench --sweep``: graph-replay device time of the Triton providers of the copy-bound ops
+under alternative launch configurations.
+
+For each op, the Triton family's launcher of the op is registered for the device's vendor with each
+candidate :class:`~spec_hal.kernels.triton.config.LaunchConfig` in turn (the vendor's own
+configuration first, then it with every tile size x warp count asked for) and timed at the bench's
+large sizes (or bs 64 / 512). This is exploration that picks a vendor's configuration; figures for
+docs come from ``spec-hal bench`` itself. The vendor's configuration is registered again when the
+sweep ends.
+
+Candidates: ``--sweep-kib`` / ``--sweep-warps`` (comma-separated), defaulting to the environment
+variables ``SWEEP_KIB`` / ``SWEEP_WARPS``, else :data:`DEFAULT_KIB` / :data:`DEFAULT_WARPS`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from .. import ops as public_ops
+from .. import registry
+from ..conformance.runner import device_context, torch_device_of
+from ..errors import SpecHalError
+from ..registry import TRITON
+from ..testing import use_provider
+from . import LARGE_SIZES, TYPICAL, _accepted, _size_label, builders, bytes_moved, time_graph
+
+#: The ops a sweep times: the Triton family's copies, whose tile size (``copy_block_bytes``) and warp
+#: count (``copy_num_warps``) a vendor chooses.
+SWEEP_OPS: tuple[str, ...] = (
+    "scatter_mamba_states_after_mtp_verify",
+    "move_kv_cache",
+    "move_accept_tokens_to_target_kvcache",
+    "generate_draft_decode_kv_indices",
+    "commit_mamba_states_after_verify",
+)
+#: Tile sizes in KiB and warp counts tried when neither the option nor the environment names them.
+DEFAULT_KIB = "8,16,32"
+DEFAULT_WARPS = "4,8"
+#: Sizes of an op without large sizes in the bench.
+DEFAULT_SWEEP_SIZES: list[dict[str, Any]] = [{"bs": 64}, {"bs": 512}]
+
+
+def parse_counts(text: str) -> list[int]:
+    """``"8,16,32"`` -> ``[8, 16, 32]``: positive integers, comma-separated, at least one, each once.
+
+    Raises ValueError naming the bad entry (argparse turns it into a usage error)."""
+    values: list[int] = []
+    for entry in text.split(","):
+        entry = entry.strip()
+        if not entry:
+            continue
+        try:
+            value = int(entry)
+        except ValueError:
+            raise ValueError(f"{entry!r} is not an integer") from None
+        if value <= 0:
+            raise ValueError(f"{value} is not positive")
+        if value not in values:
+            values.append(value)
+    if not values:
+        raise ValueError(f"no value in {text!r}")
+    return values
+
+
+def _chosen(
+    given: list[int] | None, variable: str, default: str, environ: Mapping[str, str] | None
+) -> list[int]:
+    if given is not None:
+        return given
+    text = (os.environ if environ is None else environ).get(variable)
+    if not text:
+        return parse_counts(default)
+    try:
+        return parse_counts(text)
+    except ValueError as exc:
+        raise SpecHalError(f"{variable}={text!r}: {exc}") from None
+
+
+def tile_kib(given: list[int] | None = None, environ: Mapping[str, str] | None = None) -> list[int]:
+    """The copy tile sizes (KiB) to try: ``given`` (``--sweep-kib``), else ``SWEEP_KIB``, else
+    :data:`DEFAULT_KIB`."""
+    return _chosen(given, "SWEEP_KIB", DEFAULT_KIB, environ)
+
+
+def warp_counts(given: list[int] | None = None, environ: Mapping[str, str] | None = None) -> list[int]:
+    """The copy warp counts to try: ``given`` (``--sweep-warps``), else ``SWEEP_WARPS``, else
+    :data:`DEFAULT_WARPS`."""
+    return _chosen(given, "SWEEP_WARPS", DEFAULT_WARPS, environ)
+
+
+def candidates(base: Any, kib: Iterable[int], warps: Iterable[int]) -> list[Any]:
+    """``base`` (a LaunchConfig) with each tile size (KiB) x warp count of the copies, named
+    ``copy<kib>k-w<warps>``; tile sizes outer, in the order given."""
+    warps = list(warps)
+    return [
+        dataclasses.replace(base, name=f"copy{k}k-w{w}", copy_block_bytes=k << 10, copy_num_warps=w)
+        for k in kib
+        for w in warps
+    ]
+
+
+def sweep_ops(requested: Iterable[str] | None) -> list[str]:
+    """The ops to sweep, in :data:`SWEEP_OPS` order (default: all of them); an op a sweep cannot
+    time is an error that lists those it can."""
+    if requested is None:
+        return list(SWEEP_OPS)
+    requested = set(requested)
+    unknown = sorted(requested - set(SWEEP_OPS))
+    if unknown:
+        raise SpecHalError(
+            f"--sweep cannot time {', '.join(unknown)}: it sweeps the copy-bound Triton ops "
+            f"({', '.join(SWEEP_OPS)})"
+        )
+    return [op for op in SWEEP_OPS if op in requested]
+
+
+def sizes_of(op: str) -> list[dict[str, Any]]:
+    """The sizes an op is swept at: the bench's large sizes of the op, else bs 64 and 512."""
+    return LARGE_SIZES.get(op) or DEFAULT_SWEEP_SIZES
+
+
+def format_line(row: dict[str, Any]) -> str:
+    return (
+        f"{row['op']:40s} {row['config']:14s} {row['size']:40s} {row['graph_us']:9.2f} us "
+        f"{row['gbs']:8.0f} GB/s"
+    )
+
+
+def _bind(op: str, vendor: str, config: Any) -> None:
+    """Register the Triton family's launcher of ``op`` for ``vendor`` with ``config``, in place of
+    the one bound (the same registration the family binding makes)."""
+    from ..kernels.triton.family import LAUNCHERS
+
+    getattr(public_ops, op).register_impl(vendor, TRITON, functools.partial(LAUNCHERS[op], config))
+
+
+def run(
+    device_name: str | None = None,
+    ops: Iterable[str] | None = None,
+    kib: Iterable[int] | None = None,
+    warps: Iterable[int] | None = None,
+    emit: Callable[[str], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Time each op's Triton provider under each launch configuration (tile sizes ``kib`` x warp
+    counts ``warps``, by default :func:`tile_kib` / :func:`warp_counts`); ``emit`` receives each
+    result line as it is measured. Returns one row per (op, configuration, size)."""
+    names = sweep_ops(ops)
+    kib = tile_kib(None if kib is None else list(kib))
+    warps = warp_counts(None if warps is None else list(warps))
+    descriptor = registry.device(device_name) if device_name else registry.current_device()
+    device = torch_device_of(descriptor)
+    if device.type == "cpu":
+        raise SpecHalError(
+            f"--sweep times graph replays of Triton providers on an accelerator; {descriptor.name} is not one"
+        )
+    base = descriptor.families.get(TRITON)
+    if base is None:
+        raise SpecHalError(f"--sweep times the Triton family's launchers; {descriptor.name} does not bind it")
+    registry.REGISTRY.load_bindings(descriptor)  # bound now, so that the family binding comes first
+    configs: list[Any] = [base, *candidates(base, kib, warps)]
+    all_builders = builders()
+    rows: list[dict[str, Any]] = []
+    with device_context(descriptor):
+        for op in names:
+            sizes = sizes_of(op)
+            builder = all_builders[op]
+            inputs = [builder(device, **_accepted(builder, {**TYPICAL, **s})) for s in sizes]
+            try:
+                for config in configs:
+                    _bind(op, descriptor.name, config)
+                    with use_provider(op, TRITON):
+                        for s, kwargs in zip(sizes, inputs, strict=True):
+                            call = functools.partial(getattr(public_ops, op), **kwargs)
+                            us = time_graph(call, device, calls_per_graph=5, repeats=10).median_us
+                            row = {
+                                "op": op,
+                                "config": config.name,
+                                "copy_block_bytes": config.copy_block_bytes,
+                                "copy_num_warps": config.copy_num_warps,
+                                "size": _size_label(s),
+                                "graph_us": round(us, 2),
+                                "gbs": round(bytes_moved(op, kwargs) / us / 1e3, 1),
+                            }
+                            rows.append(row)
+                            if emit is not None:
+                                emit(format_line(row))
+            finally:
+                _bind(op, descriptor.name, base)
+    return rows
+
+
+__all__ = [
+    "DEFAULT_KIB",
+    "DEFAULT_WARPS",
+    "SWEEP_OPS",
+    "candidates",
+    "parse_counts",
+    "run",
+    "sweep_ops",
+    "tile_kib",
+    "warp_counts",
+]

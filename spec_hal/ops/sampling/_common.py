@@ -1,0 +1,111 @@
+"""Family D helpers shared by the draft sampling ops and the topk = 1 post-processing: output
+checks, the exponential race, the tempered softmax, the NaN-low argmax."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+from ..._constants import NAN_LOGIT
+from ...validation import (
+    FLOAT_DTYPES,
+    check_output,
+    check_tensor,
+    new_output,
+    value_checks_enabled,
+)
+
+#: Exp(1) noise is clamped to this so that a zero draw cannot divide by zero (D2).
+FLOAT32_TINY = torch.finfo(torch.float32).tiny
+
+
+# --------------------------------------------------------------------------------------------------
+# Shared helpers
+
+
+OutputSpec = tuple[str, Sequence[int], torch.dtype]
+
+
+def outputs(out: object, specs: Sequence[OutputSpec | None], device: torch.device) -> list[Tensor | None]:
+    """The outputs of a bare ``out=`` tuple (flattened), checked against ``specs``; allocated when None.
+
+    A None spec is an output the call does not produce (e.g. ``hidden`` without hidden states): its
+    ``out`` entry must be None too.
+    """
+    if out is None:
+        return [None if spec is None else new_output(spec[1], spec[2], device) for spec in specs]
+    if not isinstance(out, (tuple, list)) or len(out) != len(specs):
+        raise ValueError(f"out: expected a tuple of {len(specs)} entries shaped like the returns")
+    outputs: list[Tensor | None] = []
+    for position, (given, spec) in enumerate(zip(out, specs, strict=True)):
+        if spec is None:
+            if given is not None:
+                raise ValueError(f"out[{position}]: expected None, this call has no such output")
+            outputs.append(None)
+        else:
+            name, shape, dtype = spec
+            outputs.append(check_output(name, given, dtype=dtype, device=device, shape=shape))
+    return outputs
+
+
+def check_generator(generator: object, device: torch.device) -> None:
+    if generator is None:
+        return
+    if not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator: expected a torch.Generator or None, got {type(generator).__name__}")
+    if device.type != "meta" and generator.device.type != device.type:
+        raise ValueError(
+            f"generator: expected a generator of the tensors' device {device}, got one of {generator.device}"
+        )
+
+
+def exponential_noise(
+    shape: Sequence[int], device: torch.device, generator: torch.Generator | None
+) -> Tensor:
+    """Exp(1) noise of the exponential race, fp32, drawn from ``generator`` (default one when None)."""
+    noise = torch.empty(tuple(shape), dtype=torch.float32, device=device)
+    if generator is None or device.type == "meta":  # meta tensors hold no data: there is nothing to draw
+        return noise.exponential_()
+    return noise.exponential_(generator=generator)
+
+
+def exponential_race(probs: Tensor, exp_noise: Tensor, num_samples: int) -> Tensor:
+    """``[B, n]`` int64 draws without replacement from each row of ``probs`` (need not sum to 1).
+
+    argmax_i p_i / E_i with E_i ~ Exp(1) picks i with probability p_i / sum(p); an all-zero row gives
+    index 0 (argmax returns the first maximum).
+    """
+    scores = probs.float() / exp_noise.clamp_min(FLOAT32_TINY)
+    if num_samples == 1:
+        return scores.argmax(dim=-1, keepdim=True)
+    return torch.topk(scores, num_samples, dim=-1).indices
+
+
+def tempered_softmax(logits: Tensor, temperatures: Tensor | None, out_probs: Tensor) -> None:
+    """``out_probs = softmax(logits / temperatures)`` over the vocabulary, computed in fp32."""
+    scaled = logits.float() if temperatures is None else logits.float() / temperatures
+    out_probs.copy_(torch.softmax(scaled, dim=-1))
+
+
+def argmax_nan_low(logits: Tensor) -> Tensor:
+    """D6's argmax ``[..., 1]`` int64: compared in fp32, NaN ranks as -1e30, ties go to the lowest index."""
+    # nan_to_num is one pass (where(isnan) is two); infinities must stay infinite.
+    values = torch.nan_to_num(logits.float(), nan=NAN_LOGIT, posinf=math.inf, neginf=-math.inf)
+    return values.max(dim=-1, keepdim=True).indices  # max reports the first maximum
+
+
+def check_temperatures(temperatures: object, batch: int) -> Tensor:
+    return check_tensor("temperatures", temperatures, dtype=torch.float32, shape=(batch, 1))
+
+
+def check_positive_temperatures(temperatures: Tensor, device: torch.device) -> None:
+    # A zero temperature would make the whole row NaN (sglang maps greedy requests to 1.0).
+    if value_checks_enabled(device) and temperatures.numel() and bool((temperatures <= 0).any()):
+        raise ValueError(f"temperatures: expected positive values, found {float(temperatures.min())}")
+
+
+def check_float_matrix(name: str, value: object) -> Tensor:
+    return check_tensor(name, value, dtype=FLOAT_DTYPES, ndim=2)

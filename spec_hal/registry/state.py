@@ -1,0 +1,252 @@
+"""The registry's mutable state and the registration calls (the public API of vendors and plugins).
+
+One process-wide :data:`STATE`. Writes take its lock; the hot path (a dict lookup in each op's
+binding cache) takes none. Every change that can alter a resolution bumps ``generation`` and drops
+the ops' binding caches, so a binding resolved while the registry changed is never cached.
+
+The registry knows no vendor by name: whoever composes the library (``spec_hal``'s composition
+root) installs the function that registers vendors with :func:`set_initializer` and the one that
+binds a vendor's kernel families with :func:`set_family_binder`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from .._version import API_VERSION
+from ..errors import DeviceSelectionError, PluginError
+from .model import (
+    PORTABLE,
+    PRIORITY_PORTABLE,
+    PRIORITY_TRITON,
+    PRIORITY_VENDOR_KERNEL,
+    TRITON,
+    BindableOp,
+    Decline,
+    Detection,
+    DeviceDescriptor,
+    Fallback,
+    Implementation,
+    Intent,
+    Runtime,
+    Variant,
+)
+
+
+class State:
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.devices: dict[str, DeviceDescriptor] = {}
+        self.impls: dict[str, list[Implementation]] = {}
+        self.ops: dict[str, BindableOp] = {}
+        self.fallbacks: dict[tuple[str, str, Variant], Fallback] = {}
+        self.loaded_bindings: set[str] = set()
+        self.detection: Detection | None = None
+        self.vendor_by_type: dict[str, DeviceDescriptor] = {}
+        self.emulated_cpu_vendor: str | None = None
+        self.runtimes: dict[str, Runtime] = {}
+        self.unavailable: dict[tuple[str, str], str] = {}
+        #: Intents a bound kernel family states for a vendor: (vendor, op) -> intent.
+        self.family_intents: dict[tuple[str, str], Intent] = {}
+        #: Providers forced by :func:`spec_hal.testing.use_provider` (op -> provider).
+        self.forced: dict[str, str] = {}
+        self.generation = 0
+        self.initialized = False
+        self.initializer: Callable[[], None] | None = None
+        self.family_binder: Callable[[DeviceDescriptor], None] | None = None
+
+
+STATE = State()
+
+
+def _new_lock_in_child() -> None:
+    # A fork while another thread held the lock would leave the child's copy locked for good.
+    STATE.lock = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_new_lock_in_child)
+
+
+# --------------------------------------------------------------------------------------------------
+# Composition hooks
+
+
+def set_initializer(initializer: Callable[[], None]) -> None:
+    """Install the function that registers the vendors (built-in and plugins) on first use."""
+    STATE.initializer = initializer
+
+
+def set_family_binder(binder: Callable[[DeviceDescriptor], None]) -> None:
+    """Install the function that binds the kernel families a descriptor names (``families``)."""
+    STATE.family_binder = binder
+
+
+def ensure_initialized() -> None:
+    if STATE.initialized:
+        return
+    with STATE.lock:
+        if STATE.initialized:
+            return
+        STATE.initialized = True
+        if STATE.initializer is not None:
+            STATE.initializer()
+
+
+# --------------------------------------------------------------------------------------------------
+# Registration (public API, used by built-in vendors and plugins alike)
+
+
+def register_device(descriptor: DeviceDescriptor) -> None:
+    """Add or replace a vendor. An incompatible ``api_version`` is a :class:`PluginError`."""
+    if descriptor.api_version != API_VERSION:
+        raise PluginError(
+            f"device {descriptor.name!r} implements spec_hal API version {descriptor.api_version}, "
+            f"this spec_hal implements version {API_VERSION}"
+        )
+    with STATE.lock:
+        STATE.devices[descriptor.name] = descriptor
+        STATE.detection = None
+        STATE.vendor_by_type.clear()
+        STATE.loaded_bindings.discard(descriptor.name)
+        invalidate_locked(registry_changed=True)
+
+
+def default_priority(provider: str) -> int:
+    return {PORTABLE: PRIORITY_PORTABLE, TRITON: PRIORITY_TRITON}.get(provider, PRIORITY_VENDOR_KERNEL)
+
+
+def register_impl(
+    op: str,
+    vendor: str,
+    provider: str,
+    fn: Callable[..., None],
+    *,
+    priority: int | None = None,
+    supports: Callable[[Variant], Decline] | None = None,
+) -> None:
+    """Register ``fn`` as ``provider`` of ``op`` on ``vendor``.
+
+    ``fn`` takes the op's provider arguments (the reference's signature; checked here when the op
+    is defined) and writes its outputs. ``supports(variant)`` returns None to accept a variant or a
+    reason to decline it. ``priority`` defaults by provider: portable 0, triton 200, any other (a
+    vendor kernel) 300.
+    """
+    defined = STATE.ops.get(op)
+    if defined is not None:
+        defined.check_provider(provider, fn)
+    impl = Implementation(
+        op, vendor, provider, fn, default_priority(provider) if priority is None else priority, supports
+    )
+    with STATE.lock:
+        impls = [i for i in STATE.impls.get(op, []) if (i.vendor, i.provider) != (vendor, provider)]
+        impls.append(impl)
+        impls.sort(key=lambda i: -i.priority)
+        STATE.impls[op] = impls
+        invalidate_locked(registry_changed=True)
+
+
+def declare_unavailable(vendor: str, provider: str, reason: str) -> None:
+    """Record why ``provider`` cannot be registered for ``vendor`` here (e.g. Triton not installed);
+    the reason appears in the fallback records of the ops that intended it."""
+    with STATE.lock:
+        STATE.unavailable[(vendor, provider)] = reason
+        invalidate_locked(registry_changed=True)
+
+
+def declare_intent(vendor: str, op: str, intent: Intent) -> None:
+    """What a kernel family bound for ``vendor`` intends for ``op`` (a descriptor's own ``intents``
+    entry still wins): family binders call this for the ops the family leaves to another provider."""
+    with STATE.lock:
+        STATE.family_intents[(vendor, op)] = intent
+        invalidate_locked(registry_changed=True)
+
+
+def intent_of(descriptor: DeviceDescriptor, op: str) -> Intent:
+    stated = descriptor.intents.get(op)
+    if stated is not None:
+        return stated
+    return STATE.family_intents.get((descriptor.name, op), descriptor.default_intent)
+
+
+def register_op(op: BindableOp) -> None:
+    """Called when an op is defined; makes its binding cache invalidatable."""
+    with STATE.lock:
+        STATE.ops[op.name] = op
+
+
+def invalidate_locked(*, registry_changed: bool = False) -> None:
+    STATE.generation += 1
+    for op in STATE.ops.values():
+        op.clear_bindings()
+    if registry_changed:  # old fallback records may no longer be true
+        STATE.fallbacks.clear()
+
+
+def invalidate() -> None:
+    """Drop every cached binding (re-resolved on next call)."""
+    with STATE.lock:
+        invalidate_locked()
+
+
+def reset_detection() -> None:
+    """Forget detection and the device-type map (tests, or after changing ``SPEC_HAL_DEVICE``)."""
+    with STATE.lock:
+        STATE.detection = None
+        STATE.vendor_by_type.clear()
+        invalidate_locked()
+
+
+# --------------------------------------------------------------------------------------------------
+# Vendors
+
+
+def devices() -> dict[str, DeviceDescriptor]:
+    """Every registered vendor by name."""
+    ensure_initialized()
+    return dict(STATE.devices)
+
+
+def device(name: str) -> DeviceDescriptor:
+    known = devices()
+    try:
+        return known[name]
+    except KeyError:
+        raise DeviceSelectionError(
+            f"unknown device {name!r}; known devices: {', '.join(sorted(known))}"
+        ) from None
+
+
+def load_qualified(qualified: str) -> Any:
+    module_name, _, attr = qualified.partition(":")
+    module = importlib.import_module(module_name)
+    return getattr(module, attr) if attr else module
+
+
+def runtime_of(descriptor: DeviceDescriptor) -> Runtime:
+    found = STATE.runtimes.get(descriptor.name)
+    if found is None:
+        found = load_qualified(descriptor.runtime)
+        STATE.runtimes[descriptor.name] = found
+    return found
+
+
+def ensure_bindings(descriptor: DeviceDescriptor) -> None:
+    """Bind ``descriptor``'s kernel families and run its ``bindings``, once per registration."""
+    if descriptor.name in STATE.loaded_bindings:
+        return
+    with STATE.lock:
+        if descriptor.name in STATE.loaded_bindings:
+            return
+        STATE.loaded_bindings.add(descriptor.name)
+        if descriptor.families and STATE.family_binder is not None:
+            STATE.family_binder(descriptor)
+        if descriptor.bindings is not None:
+            # A "module:function" is called every time bindings are (re)loaded: a cached module
+            # import alone would not register again after an isolated registry dropped them.
+            target = load_qualified(descriptor.bindings)
+            if callable(target):
+                target()
