@@ -186,7 +186,7 @@ def test_one_short_segment_without_lengths():
 def test_buffer_blocks(monkeypatch, target_programs):
     # Rows of 8 bytes: a tile stacks 4 buffers (2-word rows, 16 lanes); 13 buffers make 4 blocks,
     # the last one partial. Programs walk 2 blocks each, or all 4 (one program per run and tile).
-    monkeypatch.setattr(kv_kernels, "_TARGET_PROGRAMS", target_programs)
+    monkeypatch.setattr(kv_kernels, "TARGET_PROGRAMS", target_programs)
     config = config_with(512)
     gen = torch.Generator().manual_seed(14)
     lens = [4, 3, 4, 4, 1, 4]

@@ -12,7 +12,7 @@ kernel and returns None. Conventions shared by every kernel here:
   kernel issues every load of a level before it uses any of them, and has no loop whose iterations
   wait on each other's loads. Widths known on the host (D, K*S, the page size) are constexpr: tiles
   cover them without a runtime column loop and divisions are by constants. A launch spreads the batch
-  over up to ``_LATENCY_PROGRAMS`` small programs.
+  over up to ``LATENCY_PROGRAMS`` small programs.
 * Ragged outputs (request b's run at the exclusive prefix sum of the run lengths) use one shared scan,
   :func:`_exclusive_offsets`: a program owns a block of consecutive requests (or entries), loads their
   lengths and, in the same level, those of all earlier entries (``SCAN_CHUNKS`` loads of
@@ -32,7 +32,9 @@ import triton.language as tl
 from torch import Tensor
 
 from .config import LaunchConfig
-from .launch import cdiv, kernel, next_power_of_2
+from .device_math import floor_div
+from .launch import cdiv, kernel
+from .sizing import copy_warps, latency_warps, pow2, rows_per_program, scan_args, scan_shape, scanning_warps
 
 # --------------------------------------------------------------------------------------------------
 # Shared device helpers
@@ -147,19 +149,10 @@ def _copy_runs(src_ptr, src_base, src_step, dst_ptr, dst_base, dst_step, lo, hi,
 
 
 @triton.jit
-def _floor_div(numerator, divisor):
-    """Floor division by a positive ``divisor`` for any sign of ``numerator`` (torch's rounding):
-    Triton's ``//`` truncates toward zero (like C), one above the floor for an inexact negative
-    quotient. One division (by a constant where ``divisor`` is constexpr)."""
-    quotient = numerator // divisor
-    return quotient - (quotient * divisor > numerator).to(quotient.dtype)
-
-
-@triton.jit
 def _draft_column(seq_len, branch, step, PAGE_SIZE: tl.constexpr, STEPS: tl.constexpr):
     """``req_to_token`` column of draft ``step`` of ``branch`` (paged tree layout of §A3; contiguous
     ``seq_len + branch*STEPS + step`` when ``PAGE_SIZE == 1`` or there is one branch)."""
-    partial_page = seq_len - _floor_div(seq_len, PAGE_SIZE) * PAGE_SIZE
+    partial_page = seq_len - floor_div(seq_len, PAGE_SIZE) * PAGE_SIZE
     pages_per_branch = (partial_page + (STEPS + PAGE_SIZE - 1)) // PAGE_SIZE
     return seq_len + branch * pages_per_branch * PAGE_SIZE + step
 
@@ -584,7 +577,7 @@ def _src_tgt_kernel(
     slot = tl.load(slots_ptr + index * slots_stride, mask=readable)
     tl.store(tgt_ptr + lane * tgt_stride, tl.zeros([BLOCK], dtype=tl.int64), mask=in_accept)
     extended = seq + draft_token_num
-    page_end = _floor_div(seq + ncd + PAGE_SIZE, PAGE_SIZE) * PAGE_SIZE  # roundup(seq + ncd + 1, ps)
+    page_end = floor_div(seq + ncd + PAGE_SIZE, PAGE_SIZE) * PAGE_SIZE  # roundup(seq + ncd + 1, ps)
     tl.store(to_free_ptr + lane * to_free_stride, extended - tl.minimum(page_end, extended), mask=in_batch)
     tl.store(src_ptr + lane * src_stride, slot.to(tl.int64), mask=readable)
 
@@ -782,7 +775,7 @@ def _align_evict_mask_kernel(
     seq = tl.load(seq_lens_ptr + request * seq_stride, mask=live, other=0).to(tl.int64)
     kept = draft_token_num - tl.sum(flags.to(tl.int64), axis=1)
     # Offset, from the request's first verify slot, of the page holding its last kept token.
-    page_start = (_floor_div(seq + kept - 1, PAGE_SIZE) * PAGE_SIZE - seq)[:, None]
+    page_start = (floor_div(seq + kept - 1, PAGE_SIZE) * PAGE_SIZE - seq)[:, None]
     clear = inside & (column >= page_start) & (column < page_start + PAGE_SIZE)
     tl.store(mask_ptr + entry * mask_stride, tl.zeros([ROWS, COLS], dtype=tl.int1), mask=clear)
 
@@ -894,61 +887,6 @@ def _rebuild_compact_draft_kernel(
 # --------------------------------------------------------------------------------------------------
 # Providers (the op's provider signature; outputs allocated by the contract)
 
-#: Programs a latency-bound launch aims at (about half the H200's SMs). Beyond, requests (or entries)
-#: are packed several per program: every program of a ragged op sums all earlier lengths itself, so
-#: more programs would mostly multiply that L2 traffic.
-_LATENCY_PROGRAMS = 64
-#: Lanes per thread of a latency-bound tile (sets its warps: a few lanes each, no idle warps).
-_LATENCY_LANES_PER_THREAD = 4
-#: Most lanes per thread of one scan chunk (registers: one chunk of int64 lengths).
-_SCAN_LANES_PER_THREAD = 16
-#: Lanes per thread of a bandwidth-bound copy tile.
-_COPY_LANES_PER_THREAD = 8
-
-
-def _pow2(n: int) -> int:
-    return next_power_of_2(max(n, 1))
-
-
-def _warps(lanes: int, lanes_per_thread: int, warp_size: int, most: int) -> int:
-    """Warps (a power of two, 1 .. most) giving each thread about ``lanes_per_thread`` of ``lanes``."""
-    wanted = max(lanes // (lanes_per_thread * warp_size), 1)
-    return min(1 << (wanted.bit_length() - 1), most)
-
-
-def _latency_warps(config: LaunchConfig, lanes: int) -> int:
-    return _warps(lanes, _LATENCY_LANES_PER_THREAD, config.warp_size, config.num_warps)
-
-
-def _scanning_warps(config: LaunchConfig, lanes: int, count: int) -> int:
-    """Warps of a latency-bound program of ``lanes`` lanes that also scans ``count`` lengths."""
-    scan_warps = _warps(count, _SCAN_LANES_PER_THREAD, config.warp_size, config.num_warps)
-    return max(_latency_warps(config, lanes), scan_warps)
-
-
-def _copy_warps(config: LaunchConfig, lanes: int) -> int:
-    return _warps(lanes, _COPY_LANES_PER_THREAD, config.warp_size, config.copy_num_warps)
-
-
-def _rows(count: int, lanes_per_row: int, config: LaunchConfig) -> int:
-    """Requests (or entries) per program of a latency-bound launch over ``count`` of them, each a row
-    of ``lanes_per_row`` lanes (powers of two): at least a warp's lanes, at most ``config.block``."""
-    rows = max(_pow2(cdiv(count, _LATENCY_PROGRAMS)), config.warp_size // lanes_per_row)
-    return max(min(rows, config.block // lanes_per_row), 1)
-
-
-def _scan(count: int, config: LaunchConfig, num_warps: int) -> tuple[int, int]:
-    """(SCAN_BLOCK, SCAN_CHUNKS) of :func:`_exclusive_offsets` over ``count`` entries: chunks of at
-    most ``config.block`` entries and a few per thread, as many as cover ``count``."""
-    most = min(config.block, _SCAN_LANES_PER_THREAD * config.warp_size * num_warps)
-    block = min(_pow2(count), _pow2(most))
-    return block, max(cdiv(count, block), 1)
-
-
-def _scan_args(count: int, config: LaunchConfig, num_warps: int) -> dict[str, int]:
-    block, chunks = _scan(count, config, num_warps)
-    return {"SCAN_BLOCK": block, "SCAN_CHUNKS": chunks}
-
 
 def assign_extend_cache_locs(
     config: LaunchConfig,
@@ -1003,8 +941,8 @@ def _launch_window(
 ) -> None:
     bs = req_pool_indices.shape[0]
     columns = config.warp_size  # windows are data-dependent: a warp-wide chunk per iteration
-    rows = _rows(bs, columns, config)
-    num_warps = _scanning_warps(config, rows * columns, bs)
+    rows = rows_per_program(bs, columns, config)
+    num_warps = scanning_warps(config, rows * columns, bs)
     _window_kernel[(cdiv(bs, rows),)](
         req_pool_indices,
         req_pool_indices.stride(0),
@@ -1022,7 +960,7 @@ def _launch_window(
         TO_TABLE=to_table,
         ROWS=rows,
         COLS=columns,
-        **_scan_args(bs, config, num_warps),
+        **scan_args(bs, config, num_warps),
         num_warps=num_warps,
     )
 
@@ -1038,8 +976,8 @@ def _launch_draft_slots(
     out: Tensor,
 ) -> None:
     bs = req_pool_indices.shape[0]
-    columns = _pow2(topk * num_steps)
-    rows = _rows(bs, columns, config)
+    columns = pow2(topk * num_steps)
+    rows = rows_per_program(bs, columns, config)
     _draft_slots_kernel[(cdiv(bs, rows),)](
         req_pool_indices,
         req_pool_indices.stride(0),
@@ -1056,7 +994,7 @@ def _launch_draft_slots(
         PAGE_SIZE=page_size,
         ROWS=rows,
         COLS=columns,
-        num_warps=_latency_warps(config, rows * columns),
+        num_warps=latency_warps(config, rows * columns),
     )
 
 
@@ -1106,13 +1044,13 @@ def generate_draft_decode_kv_indices(
     # quarter-size tiles give 4x the programs; on the H200, 2 KiB tiles beat 8 KiB ones by 1.3x at
     # 32k context (tools/config_sweep.py, 2026-11-30).
     tile_bytes = max(config.copy_block_bytes // _DRAFT_KV_TILE_DIVISOR, kv_indices.element_size())
-    tile = min(tile_bytes // kv_indices.element_size(), _pow2(pool_len))
+    tile = min(tile_bytes // kv_indices.element_size(), pow2(pool_len))
     branches = bs * topk
     # Short rows: the kv_indptr scan over the branches sets the warps of the (small) programs.
-    num_warps = max(_copy_warps(config, tile), _scanning_warps(config, tile, branches))
-    indptr_scan_block, indptr_scan_chunks = _scan(branches, config, num_warps)
+    num_warps = max(copy_warps(config, tile), scanning_warps(config, tile, branches))
+    indptr_scan_block, indptr_scan_chunks = scan_shape(branches, config, num_warps)
     # Branch blocks of kv_indptr: at least K branches each, so that the bs programs cover them.
-    indptr_block = max(indptr_scan_block, _pow2(topk))
+    indptr_block = max(indptr_scan_block, pow2(topk))
     # The reference writes no position past its bound (each prefix lies within a row).
     limit = min(kv_indices.shape[1], topk * bs * pool_len + bs * topk * num_steps)
     grid = (bs, max(min(cdiv(pool_len, tile), config.max_grid), 1))
@@ -1136,9 +1074,9 @@ def generate_draft_decode_kv_indices(
         TOPK=topk,
         STEPS=num_steps,
         TILE=tile,
-        BRANCHES=_pow2(topk),
-        STEP_LANES=_pow2(num_steps),
-        **_scan_args(bs, config, num_warps),
+        BRANCHES=pow2(topk),
+        STEP_LANES=pow2(num_steps),
+        **scan_args(bs, config, num_warps),
         INDPTR_BLOCK=indptr_block,
         INDPTR_SCAN_BLOCK=indptr_scan_block,
         INDPTR_SCAN_CHUNKS=indptr_scan_chunks,
@@ -1151,8 +1089,8 @@ def fill_accept_out_cache_loc(
 ) -> None:
     # A [bs, W] view flattens without a copy unless its rows are not evenly strided (then reshape copies).
     flat_accept = accept_index.reshape(-1)
-    block = _rows(size, 1, config)
-    num_warps = _scanning_warps(config, block, size)
+    block = rows_per_program(size, 1, config)
+    num_warps = scanning_warps(config, block, size)
     _compact_accepted_kernel[(cdiv(size, block),)](
         flat_accept,
         flat_accept.stride(0),
@@ -1164,7 +1102,7 @@ def fill_accept_out_cache_loc(
         min(accept_out_cache_loc.shape[0], size),
         size,
         BLOCK=block,
-        **_scan_args(size, config, num_warps),
+        **scan_args(size, config, num_warps),
         num_warps=num_warps,
     )
 
@@ -1183,7 +1121,7 @@ def get_src_tgt_cache_loc(
 ) -> None:
     bs, accepted = seq_lens.shape[0], accept_index.shape[0]
     lanes = max(bs, accepted)
-    block = _rows(lanes, 1, config)
+    block = rows_per_program(lanes, 1, config)
     _src_tgt_kernel[(cdiv(lanes, block),)](
         seq_lens,
         seq_lens.stride(0),
@@ -1205,7 +1143,7 @@ def get_src_tgt_cache_loc(
         draft_token_num,
         PAGE_SIZE=page_size,
         BLOCK=block,
-        num_warps=_latency_warps(config, block),
+        num_warps=latency_warps(config, block),
     )
 
 
@@ -1220,9 +1158,9 @@ def get_target_cache_loc(
 ) -> None:
     bs = num_correct_drafts.shape[0]
     bound = bs * draft_token_num  # each run lies within the request's D verify slots
-    columns = _pow2(draft_token_num)
-    rows = _rows(bs, columns, config)
-    num_warps = _scanning_warps(config, rows * columns, bs)
+    columns = pow2(draft_token_num)
+    rows = rows_per_program(bs, columns, config)
+    num_warps = scanning_warps(config, rows * columns, bs)
     _target_cache_loc_kernel[(cdiv(bs, rows),)](
         tgt_cache_loc,
         tgt_cache_loc.stride(0),
@@ -1240,7 +1178,7 @@ def get_target_cache_loc(
         draft_token_num,
         ROWS=rows,
         COLS=columns,
-        **_scan_args(bs, config, num_warps),
+        **scan_args(bs, config, num_warps),
         num_warps=num_warps,
     )
 
@@ -1253,7 +1191,7 @@ def create_num_accept_tokens_filter(
     num_accept_tokens_filter: Tensor,
 ) -> None:
     bs = num_correct_drafts.shape[0]
-    block = min(_pow2(max(bs, unfinished_index.shape[0])), config.block)
+    block = min(pow2(max(bs, unfinished_index.shape[0])), config.block)
     _accept_filter_kernel[(1,)](
         num_correct_drafts,
         num_correct_drafts.stride(0),
@@ -1266,7 +1204,7 @@ def create_num_accept_tokens_filter(
         num_accept_tokens_filter.stride(0),
         bs,
         BLOCK=block,
-        num_warps=_latency_warps(config, block),
+        num_warps=latency_warps(config, block),
     )
 
 
@@ -1279,8 +1217,8 @@ def filter_finished_cache_loc(
 ) -> None:
     bs = num_correct_drafts.shape[0]
     columns = config.warp_size  # runs are data-dependent: a warp-wide chunk per iteration
-    rows = _rows(bs, columns, config)
-    num_warps = _scanning_warps(config, rows * columns, bs)
+    rows = rows_per_program(bs, columns, config)
+    num_warps = scanning_warps(config, rows * columns, bs)
     _filter_finished_kernel[(cdiv(bs, rows),)](
         out_cache_loc,
         out_cache_loc.stride(0),
@@ -1295,7 +1233,7 @@ def filter_finished_cache_loc(
         bs,
         ROWS=rows,
         COLS=columns,
-        **_scan_args(bs, config, num_warps),
+        **scan_args(bs, config, num_warps),
         num_warps=num_warps,
     )
 
@@ -1304,8 +1242,8 @@ def align_evict_mask_to_page_size(
     config: LaunchConfig, seq_lens: Tensor, evict_mask: Tensor, page_size: int, draft_token_num: int
 ) -> None:
     bs = seq_lens.shape[0]
-    columns = _pow2(draft_token_num)
-    rows = _rows(bs, columns, config)
+    columns = pow2(draft_token_num)
+    rows = rows_per_program(bs, columns, config)
     _align_evict_mask_kernel[(cdiv(bs, rows),)](
         seq_lens,
         seq_lens.stride(0),
@@ -1316,7 +1254,7 @@ def align_evict_mask_to_page_size(
         PAGE_SIZE=page_size,
         ROWS=rows,
         COLS=columns,
-        num_warps=_latency_warps(config, rows * columns),
+        num_warps=latency_warps(config, rows * columns),
     )
 
 
@@ -1332,7 +1270,7 @@ def rebuild_compact_draft_req_to_token(
     bs = req_pool_indices.shape[0]
     draft_len = draft_req_to_token.shape[1]
     copy_elements = max(config.copy_block_bytes // draft_req_to_token.element_size(), 1)
-    columns = min(copy_elements, _pow2(draft_len))
+    columns = min(copy_elements, pow2(draft_len))
     grid = (bs, max(min(cdiv(draft_len, columns), config.max_grid), 1))
     _rebuild_compact_draft_kernel[grid](
         draft_req_to_token,
@@ -1352,7 +1290,7 @@ def rebuild_compact_draft_req_to_token(
         *verify_out_cache_loc.stride(),
         verify_out_cache_loc.shape[1],
         COLS=columns,
-        num_warps=_copy_warps(config, columns),
+        num_warps=copy_warps(config, columns),
     )
 
 

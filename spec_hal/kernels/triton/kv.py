@@ -13,7 +13,7 @@ of its segments once, then walks its group of buffers a *block* at a time: one r
 next block's rows, and the pointers of the block after it, are loaded before the current block is
 stored, so a program keeps two tiles in flight and pays the dependent index loads (segment lengths,
 then slots) once per chunk for its whole group. The grid is sized from shapes: a program takes two
-blocks, or up to :data:`_MAX_BLOCKS` where that keeps the launch near :data:`_TARGET_PROGRAMS`
+blocks, or up to :data:`MAX_BLOCKS` where that keeps the launch near :data:`TARGET_PROGRAMS`
 programs. ``segment_lens=None`` with few lanes is one chunk (no lengths tensor is built).
 
 Read-before-write (the contract's per-segment gather-then-scatter): chunks are whole segments of at
@@ -27,14 +27,14 @@ first segment once (chunked vector sums), and with many segments the programs pe
 tile are capped, so the total prefix work stays linear in the number of segments.
 
 Segments longer than ``LANE_BLOCK`` (never in spec use, where segments are W lanes): up to
-``HELD_LANES`` lanes (:data:`_MAX_HELD_LANES` at most) are still held in registers, a narrow
+``HELD_LANES`` lanes (:data:`MAX_HELD_LANES` at most) are still held in registers, a narrow
 column slice at a time (read-before-write per slice is enough: slices never overlap). Longer ones
 are staged through a scratch buffer ``[N, row]`` by the programs of the first buffer group, one
 buffer after the other with a barrier between its gather and its scatter; the provider allocates
 that scratch only when N exceeds the held lanes, the only case where such a segment can exist.
 Both paths keep tiles no larger than the main one: a kernel has one register allocation, so a
 rarely taken branch with big tiles would cost the main path its occupancy. With
-``segment_lens=None`` and more than :data:`_MAX_LANES` lanes (one large segment) the move is two
+``segment_lens=None`` and more than :data:`MAX_LANES` lanes (one large segment) the move is two
 launches instead: gather every source row into a scratch buffer, then scatter it.
 """
 
@@ -52,25 +52,20 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from .config import LaunchConfig
 from .launch import cdiv, kernel, next_power_of_2
+from .sizing import (
+    MAX_BLOCKS,
+    MAX_HELD_LANES,
+    MAX_LANES,
+    MAX_STAGE_BYTES,
+    MIN_BLOCKS,
+    MIN_LANES,
+    TARGET_PROGRAMS,
+    VECTOR_BYTES,
+    pow2_floor,
+)
 
 __all__ = ["LAUNCHERS"]
 
-#: Lanes of a chunk (whole segments moved from registers); a longer segment is held or staged.
-#: segment_lens=None with more than _MAX_LANES lanes is the two-launch move.
-_MIN_LANES = 16
-_MAX_LANES = 64
-#: Longest segment held in registers (in column slices) rather than staged through scratch.
-_MAX_HELD_LANES = 512
-#: Blocks (tiles of buffers) per program: at least two, the second loaded while the first is
-#: stored; more, which spreads a program's dependent index loads over more bytes, once a launch has
-#: about _TARGET_PROGRAMS programs (several per SM); at most _MAX_BLOCKS, so that the last
-#: programs of a large move are short (a short tail).
-_MIN_BLOCKS = 2
-_MAX_BLOCKS = 8
-_TARGET_PROGRAMS = 2048
-#: Largest scratch buffer of the two-launch move of one large segment (buffers are moved in groups).
-_MAX_STAGE_BYTES = 256 << 20
-_VECTOR_BYTES = 16
 
 _WORDS = {1: (torch.int8, tl.int8), 2: (torch.int16, tl.int16), 4: (torch.int32, tl.int32)}
 
@@ -595,16 +590,12 @@ def _layout(buffers: list[torch.Tensor], ptr_table: torch.Tensor, vectorizable: 
     return layout
 
 
-def _pow2_floor(n: int) -> int:
-    return 1 << (max(n, 1).bit_length() - 1)
-
-
 def _tile_words(config: LaunchConfig, lanes: int, layout: _Layout) -> int:
     """Words per row tile: a program holds ``lanes`` rows of it, copy_block_bytes in all."""
-    budget = _pow2_floor(config.copy_block_bytes // (lanes * layout.word_bytes))
+    budget = pow2_floor(config.copy_block_bytes // (lanes * layout.word_bytes))
     tile = min(budget, next_power_of_2(layout.row_words))
     if layout.aligned:
-        tile = max(tile, _VECTOR_BYTES // layout.word_bytes)  # one 16-byte vector
+        tile = max(tile, VECTOR_BYTES // layout.word_bytes)  # one 16-byte vector
     return max(tile, next_power_of_2(cdiv(layout.row_words, config.max_grid)))
 
 
@@ -638,25 +629,25 @@ def _held_tile(
 ) -> tuple[int, int]:
     """(lanes, words) of the tile holding a segment longer than lane_block: columns of one 16-byte
     vector (one word if not vectorizable), as many lanes as copy_block_bytes holds; (0, 0) if none."""
-    vector_words = _VECTOR_BYTES // layout.word_bytes if layout.aligned else 1
-    lanes = min(_MAX_HELD_LANES, _pow2_floor(config.copy_block_bytes // (vector_words * layout.word_bytes)))
+    vector_words = VECTOR_BYTES // layout.word_bytes if layout.aligned else 1
+    lanes = min(MAX_HELD_LANES, pow2_floor(config.copy_block_bytes // (vector_words * layout.word_bytes)))
     if num_lanes <= lane_block or lanes <= lane_block:
         return 0, 0
     return lanes, min(
-        tile_words, max(vector_words, _pow2_floor(config.copy_block_bytes // (lanes * layout.word_bytes)))
+        tile_words, max(vector_words, pow2_floor(config.copy_block_bytes // (lanes * layout.word_bytes)))
     )
 
 
 @functools.lru_cache(maxsize=256)
 def _move_plan(config: LaunchConfig, layout: _Layout, num_lanes: int, num_segments: int) -> _MovePlan:
     typical = cdiv(num_lanes, num_segments)
-    lane_block = min(max(next_power_of_2(typical), _MIN_LANES), _MAX_LANES)
+    lane_block = min(max(next_power_of_2(typical), MIN_LANES), MAX_LANES)
     tile_words = _tile_words(config, lane_block, layout)
     num_tiles = cdiv(layout.row_words, tile_words)
     # Small rows: one tile stacks the rows of several buffers (copy_block_bytes in all).
     longest_run = max(end - first for first, end, _ in layout.runs)
     stacked = config.copy_block_bytes // (lane_block * tile_words * layout.word_bytes)
-    buffer_block = min(_pow2_floor(stacked), next_power_of_2(longest_run))
+    buffer_block = min(pow2_floor(stacked), next_power_of_2(longest_run))
     held_lanes, held_words = _held_tile(config, layout, num_lanes, lane_block, tile_words)
     # A run is as many typical segments as fill a chunk; a program takes whole runs.
     segments_per_run = max(1, lane_block // typical)
@@ -664,14 +655,14 @@ def _move_plan(config: LaunchConfig, layout: _Layout, num_lanes: int, num_segmen
     launches = []
     for first, end, stride_words in layout.runs:
         blocks = cdiv(end - first, buffer_block)
-        # Blocks per program: more than _MIN_BLOCKS only past about _TARGET_PROGRAMS programs, at
-        # most _MAX_BLOCKS (short tails) unless the grid limit needs more.
-        wanted = min(max(_MIN_BLOCKS, cdiv(runs * num_tiles * blocks, _TARGET_PROGRAMS)), _MAX_BLOCKS)
+        # Blocks per program: more than MIN_BLOCKS only past about TARGET_PROGRAMS programs, at
+        # most MAX_BLOCKS (short tails) unless the grid limit needs more.
+        wanted = min(max(MIN_BLOCKS, cdiv(runs * num_tiles * blocks, TARGET_PROGRAMS)), MAX_BLOCKS)
         blocks_per_program = min(blocks, max(wanted, cdiv(blocks, config.max_grid)))
         groups = cdiv(blocks, blocks_per_program)
         run_programs = min(runs, config.max_grid)
         if num_segments > config.block:  # prefix sums loop: cap the programs that each sum them
-            run_programs = min(run_programs, max(1, _TARGET_PROGRAMS // (groups * num_tiles)))
+            run_programs = min(run_programs, max(1, TARGET_PROGRAMS // (groups * num_tiles)))
         segments_per_program = segments_per_run * cdiv(runs, run_programs)
         grid = (cdiv(num_segments, segments_per_program), groups, num_tiles)
         launches.append(
@@ -696,7 +687,7 @@ def _move_kv_cache(
     layout = _layout(buffers, ptr_table, vectorizable)
     if layout.row_words == 0:
         return
-    if segment_lens is None and num_lanes > _MAX_LANES:
+    if segment_lens is None and num_lanes > MAX_LANES:
         _move_one_large_segment(config, layout, ptr_table, num_slots, tgt_loc, src_loc)
         return
     num_segments = 1 if segment_lens is None else segment_lens.shape[0]
@@ -756,10 +747,10 @@ def _move_one_large_segment(
     num_lanes = tgt_loc.shape[0]
     word_dtype, word = _WORDS[layout.word_bytes]
     row_bytes = layout.row_words * layout.word_bytes
-    group = max(1, min(_MAX_STAGE_BYTES // (num_lanes * row_bytes), config.max_grid))
-    tile_words = _tile_words(config, _MIN_LANES, layout)
+    group = max(1, min(MAX_STAGE_BYTES // (num_lanes * row_bytes), config.max_grid))
+    tile_words = _tile_words(config, MIN_LANES, layout)
     num_tiles = cdiv(layout.row_words, tile_words)
-    lane_blocks = min(cdiv(num_lanes, _MIN_LANES), config.max_grid)
+    lane_blocks = min(cdiv(num_lanes, MIN_LANES), config.max_grid)
     scratch = torch.empty(
         (min(group, len(ptr_table)), num_lanes, layout.row_words), dtype=word_dtype, device=tgt_loc.device
     )
@@ -780,7 +771,7 @@ def _move_one_large_segment(
                 ROW_WORDS=layout.row_words,
                 STRIDE_WORDS=stride_words,
                 TILE_WORDS=tile_words,
-                LANE_BLOCK=_MIN_LANES,
+                LANE_BLOCK=MIN_LANES,
                 num_warps=config.copy_num_warps,
             )
 

@@ -31,6 +31,7 @@ import triton
 import triton.language as tl
 
 from .config import LaunchConfig
+from .device_math import floor_div
 from .launch import cdiv, kernel, next_power_of_2
 
 __all__ = ["LAUNCHERS"]
@@ -41,13 +42,6 @@ _MAX_PARTS = 4
 
 # --------------------------------------------------------------------------------------------------
 # G1 verify_commit_step_indices
-
-
-@triton.jit
-def _floor_div(a, divisor):
-    """Floor division by a positive ``divisor`` (``//`` truncates towards zero on some backends)."""
-    quotient = a // divisor
-    return tl.where(quotient * divisor > a, quotient - 1, quotient)
 
 
 @triton.jit
@@ -64,8 +58,8 @@ def _step_at(accept_index, request, column, in_range, width, draft_token_num, ro
 def _tracked_column(before, accepted, interval):
     """(column, crosses): the column of the last accepted token before the last ``interval``
     boundary the request crossed (its state is the boundary's state), and whether it crossed one."""
-    boundary = _floor_div(before + accepted, interval)
-    crosses = _floor_div(before, interval) != boundary
+    boundary = floor_div(before + accepted, interval)
+    crosses = floor_div(before, interval) != boundary
     return tl.maximum(boundary * interval - before - 1, 0), crosses
 
 

@@ -31,15 +31,10 @@ import triton.language as tl
 from ..._constants import FULL_MASK, QLEN_ONLY, QLEN_ONLY_BITPACKING, SIGNED_OF
 from .config import LaunchConfig
 from .launch import cdiv, kernel, next_power_of_2
+from .sizing import request_warps, vocab_block, vocab_warps
 
 #: Bitpacked mask items are ORed bitwise: unsigned items are handed to Triton as the signed type of
 #: the same size (a view, not a copy), which every Triton backend addresses.
-
-
-def _request_warps(config: LaunchConfig, tile_elements: int) -> int:
-    """Warps of a one-request program whose largest register tile has ``tile_elements`` lanes: one
-    warp up to 16 lanes per thread (its reductions stay in warp shuffles), more for larger trees."""
-    return max(1, min(config.num_warps, tile_elements // (16 * config.warp_size)))
 
 
 @triton.jit
@@ -205,7 +200,7 @@ def _build_tree_kernel_efficient(
         BLOCK_D=block_d,
         BLOCK_P=block_p,
         SCAN_BLOCK=scan_block,
-        num_warps=_request_warps(config, block_d * max(block_d, block_p)),
+        num_warps=request_warps(config, block_d * max(block_d, block_p)),
     )  # fmt: skip
 
 
@@ -422,17 +417,6 @@ def _verify_tree_kernel(
     tl.store(num_correct_ptr + b * num_correct_stride, num_accepted.to(tl.int32))
 
 
-def _vocab_block(config: LaunchConfig, vocab: int) -> int:
-    """fp32 lanes per step of the passes over V: the vendor's bandwidth tile."""
-    return min(next_power_of_2(config.copy_block_bytes // 4), next_power_of_2(vocab))
-
-
-def _vocab_warps(config: LaunchConfig, block_v: int) -> int:
-    """Warps of a program streaming ``block_v`` fp32 lanes per step: 16 bytes per thread, at most
-    the vendor's copy warps (one warp for small vocabularies: the walk is then all that counts)."""
-    return max(1, min(config.copy_num_warps, block_v // (4 * config.warp_size)))
-
-
 #: Largest tree (next power of two of D) whose [D, D] (row, sibling token) probabilities a
 #: sampling verify loads up front; larger trees load one row's pairs per step.
 _MAX_PAIR_PROBS_NODES = 16
@@ -463,7 +447,7 @@ def _verify_tree_greedy(
         None, 0, 0, None, 0, None, 0, 0, 0, None, 0, 0, 0, 1.0, 1.0,
         num_nodes, max(num_nodes - 1, 1), accept_index.shape[1], 0, bs * num_nodes,
         SAMPLING=False, PAIR_PROBS=False, BLOCK_D=block_d, BLOCK_V=1,
-        num_warps=_request_warps(config, block_d * block_d),
+        num_warps=request_warps(config, block_d * block_d),
     )  # fmt: skip
 
 
@@ -485,7 +469,7 @@ def _tree_speculative_sampling_target_only(
 ) -> None:
     bs, num_nodes, vocab = target_probs.shape
     block_d = next_power_of_2(num_nodes)
-    block_v = _vocab_block(config, vocab)
+    block_v = vocab_block(config, vocab)
     _verify_tree_kernel[(bs,)](
         predicts, predicts.stride(0),
         accept_index, *accept_index.stride(),
@@ -502,7 +486,7 @@ def _tree_speculative_sampling_target_only(
         threshold_single, threshold_acc,
         num_nodes, max(num_nodes - 1, 1), accept_index.shape[1], vocab, bs * num_nodes,
         SAMPLING=True, PAIR_PROBS=block_d <= _MAX_PAIR_PROBS_NODES, BLOCK_D=block_d, BLOCK_V=block_v,
-        num_warps=max(_request_warps(config, block_d * block_d), _vocab_warps(config, block_v)),
+        num_warps=max(request_warps(config, block_d * block_d), vocab_warps(config, block_v)),
     )  # fmt: skip
 
 
@@ -589,7 +573,7 @@ def _chain_speculative_sampling(
     draft_probs: torch.Tensor,
 ) -> None:
     bs, num_nodes, vocab = target_probs.shape
-    block_v = _vocab_block(config, vocab)
+    block_v = vocab_block(config, vocab)
     _chain_sampling_kernel[(bs,)](
         predicts, predicts.stride(0),
         accept_index, *accept_index.stride(),
@@ -602,7 +586,7 @@ def _chain_speculative_sampling(
         draft_probs, *draft_probs.stride(),
         num_nodes, vocab, bs * num_nodes,
         BLOCK_D=next_power_of_2(num_nodes), BLOCK_V=block_v,
-        num_warps=_vocab_warps(config, block_v),
+        num_warps=vocab_warps(config, block_v),
     )  # fmt: skip
 
 
