@@ -27,6 +27,7 @@ from .._version import __version__
 from ..conformance.runner import device_context, family_modules, tensors_in, torch_device_of
 from ..reporting import git_commit, versions
 from ..testing import use_provider
+from . import host
 from .naive import NAIVE_LOOPS
 from .report import COLUMNS
 
@@ -192,7 +193,10 @@ def _measure(
             row["time"] = time_host(calls[0])
         else:
             row["time"] = time_device(calls, device)
-            row["host"] = time_host(calls[0])
+            # Host time rotates the input sets (three of the same shapes, or as many as there are).
+            row["host"] = time_host(host.rotating(calls))
+            if provider == registry.TRITON:
+                row["host_breakdown"] = host.breakdown(op, inputs)
             if runtime.supports_graph_capture(device):
                 try:
                     generators = [
@@ -361,6 +365,8 @@ def _row(
         row["host_us"] = round(measured["host"].median_us, 2)
         if data.get("launch_host_us"):  # target: no more than an empty Triton launch + 3 us
             row["host_over_launch_us"] = round(row["host_us"] - data["launch_host_us"], 1)
+    for layer, value in measured.get("host_breakdown", {}).items():
+        row[f"host_{layer}"] = value if layer == "launches" else round(value, 2)
     if "graph" in measured:
         row["graph_us"] = round(measured["graph"].median_us, 2)
         if data.get("launch_floor_us"):
@@ -428,6 +434,7 @@ def print_table(data: dict[str, Any], stream: Any = sys.stdout) -> None:
         f"{d['dispatch_overhead_us']:.2f} + provider {d['direct_us']:.2f} (fast_topk)",
         file=stream,
     )
+    print_host_breakdown(data, stream)
     present = [c for c in COLUMNS if any(c in row for row in data["rows"])]
     widths = (
         {c: max(len(c), *(len(str(row.get(c, ""))) for row in data["rows"])) for c in present}
@@ -437,3 +444,32 @@ def print_table(data: dict[str, Any], stream: Any = sys.stdout) -> None:
     print("  ".join(c.ljust(widths[c]) for c in present), file=stream)
     for row in data["rows"]:
         print("  ".join(str(row.get(c, "")).ljust(widths[c]) for c in present), file=stream)
+
+
+#: The host-time layers of a Triton row (``spec_hal/bench/host.py``), in call order.
+HOST_LAYERS = ("validation", "dispatch", "glue", "binder", "launcher")
+
+
+def print_host_breakdown(data: dict[str, Any], stream: Any = sys.stdout) -> None:
+    """Where each Triton row's eager host time goes, against the run's empty Triton launch."""
+    rows = [row for row in data["rows"] if "host_binder_us" in row]
+    if not rows:
+        return
+    launch = data.get("launch_host_us")
+    over = [row["host_over_launch_us"] for row in rows if "host_over_launch_us" in row]
+    if launch is not None and over:
+        ordered = sorted(over)
+        print(
+            f"host time over an empty Triton JIT launch ({launch:.2f} us), {len(ordered)} Triton rows: "
+            f"median {statistics.median(ordered):+.1f} us, 90th percentile "
+            f"{ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]:+.1f} us, worst {ordered[-1]:+.1f} us",
+            file=stream,
+        )
+    print("host breakdown (us): op size host over " + " ".join(HOST_LAYERS) + " launches", file=stream)
+    for row in rows:
+        layers = " ".join(f"{row.get(f'host_{layer}_us', float('nan')):.2f}" for layer in HOST_LAYERS)
+        print(
+            f"  {row['op']} {row['size']} {row.get('host_us')} {row.get('host_over_launch_us')} {layers} "
+            f"{row.get('host_launches')}",
+            file=stream,
+        )

@@ -142,3 +142,19 @@ def test_host_helpers_match_triton():
         assert next_power_of_2(n) == triton.next_power_of_2(n)
         for divisor in (1, 2, 3, 7, 64, 1024):
             assert cdiv(n, divisor) == triton.cdiv(n, divisor)
+
+
+def test_recorded_launches_are_timed_stage_by_stage(fake_runtime):
+    jit = FakeJit()
+    kernel = Kernel(jit)
+    with launch.recording() as launches:
+        kernel[(3,)](7, BLOCK=64, num_warps=4)  # first launch: no fast path yet
+        assert launch.stage_seconds(*launches[0], repeats=5) is None
+        kernel[(3,)](7, BLOCK=64, num_warps=4)
+    assert [(grid, args) for _, grid, args, _ in launches] == [((3,), (7,)), ((3,), (7,))]
+    (compiled,) = jit.binaries.values()
+    before = len(compiled.launches)
+    binder_s, launcher_s = launch.stage_seconds(*launches[1], repeats=5)
+    assert binder_s > 0 and launcher_s > 0
+    assert len(compiled.launches) == before + 5  # the launcher stage launches for real
+    assert launch._recorded is None  # recording ends with the block

@@ -1,9 +1,9 @@
 """Eager launches through the compiled kernel handle: Triton's own specialisation, less of its glue.
 
-``jit_fn[grid](*args)`` costs, on the H200's host (``tools/launch_overhead.py``, 15 arguments): the
-argument binder (Triton's per-argument specialisation, about half a microsecond per argument), the C
-launcher (about 7 us, whatever the arguments), and about 10 us of Python around them (cache-key
-strings, option parsing, global-value checks, launch-metadata hooks). :class:`Kernel` keeps the binder,
+``jit_fn[grid](*args)`` runs the argument binder (Triton's per-argument specialisation), the compiled
+kernel's C launcher, and Python around them (cache-key strings, option parsing, global-value checks,
+launch-metadata hooks): the last is most of a small launch's host time (``spec-hal bench`` reports
+each stage). :class:`Kernel` keeps the binder,
 so a kernel runs exactly the binary Triton would pick for these arguments, and skips the rest: the
 compiled kernel is cached per (device, specialisation, options) and its launcher called directly.
 
@@ -15,8 +15,10 @@ specialisation (which compiles through Triton and is then cached here). The fast
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable, Hashable, Sequence
+import time
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Any
 
 from triton import knobs
@@ -40,20 +42,16 @@ class Kernel:
         return lambda *args, **kwargs: self.launch(grid, args, kwargs)
 
     def launch(self, grid: Sequence[int], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if _recorded is not None:
+            _recorded.append((self, tuple(grid), args, kwargs))
         if _INTERPRETED or _launch_hooks_installed():
             self.jit[grid](*args, **kwargs)
             return
-        active = driver.active
-        device = active.get_current_device()
-        caches = self.jit.device_caches.get(device)  # a plain get: no binder is created here
-        if caches is None:
-            self.jit[grid](*args, **kwargs)  # the device's first launch builds Triton's caches
+        found = self._lookup(args, kwargs)
+        if found is None:  # the device's first launch builds Triton's caches
+            self.jit[grid](*args, **kwargs)
             return
-        bound, specialization, options = caches[-1](*args, **kwargs)
-        # The JIT adds these knobs to every compile: a switch must not reuse a binary built without.
-        knobs_state = (knobs.runtime.debug, knobs.compilation.instrumentation_mode)
-        key = (device, tuple(specialization), tuple(options.items()), knobs_state)
-        compiled = self._compiled.get(key)
+        key, bound, compiled = found
         if compiled is None:
             compiled = self.jit[grid](*args, **kwargs)  # compiles (or finds) Triton's binary for it
             if compiled is not None:
@@ -64,7 +62,7 @@ class Kernel:
             grid[0],
             grid[1] if size > 1 else 1,
             grid[2] if size > 2 else 1,
-            active.get_current_stream(device),
+            driver.active.get_current_stream(key[0]),
             compiled.function,
             compiled.packed_metadata,
             None,  # launch metadata: only built for launch hooks, which take the JIT path above
@@ -72,6 +70,66 @@ class Kernel:
             None,
             *bound.values(),
         )
+
+    def _lookup(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[tuple[Any, ...], Any, Any] | None:
+        """(cache key, bound arguments, compiled kernel or None) for these arguments on the current
+        device, through Triton's own binder; None before the device's first launch."""
+        device = driver.active.get_current_device()
+        caches = self.jit.device_caches.get(device)  # a plain get: no binder is created here
+        if caches is None:
+            return None
+        bound, specialization, options = caches[-1](*args, **kwargs)
+        # The JIT adds these knobs to every compile: a switch must not reuse a binary built without.
+        knobs_state = (knobs.runtime.debug, knobs.compilation.instrumentation_mode)
+        key = (device, tuple(specialization), tuple(options.items()), knobs_state)
+        return key, bound, self._compiled.get(key)
+
+
+#: The launches of the block under :func:`recording` (benchmarks only); None: nothing recorded.
+_recorded: list[tuple[Kernel, tuple[int, ...], tuple[Any, ...], dict[str, Any]]] | None = None
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[list[tuple[Kernel, tuple[int, ...], tuple[Any, ...], dict[str, Any]]]]:
+    """Record every launch made inside the block as (kernel, grid, args, kwargs); benchmarks use it
+    to time a provider's launches stage by stage (:func:`stage_seconds`)."""
+    global _recorded
+    previous, _recorded = _recorded, []
+    try:
+        yield _recorded
+    finally:
+        _recorded = previous
+
+
+def stage_seconds(
+    kernel: Kernel, grid: tuple[int, ...], args: tuple[Any, ...], kwargs: dict[str, Any], repeats: int = 200
+) -> tuple[float, float] | None:
+    """Host seconds per call of the two stages of a fast-path launch: Triton's argument binder, and
+    the compiled kernel's launcher (which launches the kernel for real). None where the launch
+    would not take the fast path (first launch, interpreter, launch hooks)."""
+    if _INTERPRETED or _launch_hooks_installed():
+        return None
+    found = kernel._lookup(args, kwargs)
+    if found is None or found[2] is None:
+        return None
+    key, bound, compiled = found
+    device = key[0]
+    binder = kernel.jit.device_caches[device][-1]
+    started = time.perf_counter()
+    for _ in range(repeats):
+        binder(*args, **kwargs)
+    binder_seconds = (time.perf_counter() - started) / repeats
+    values = tuple(bound.values())
+    x, y, z = (*grid, 1, 1)[:3]
+    started = time.perf_counter()
+    for _ in range(repeats):
+        compiled.run(
+            x, y, z, driver.active.get_current_stream(device), compiled.function, compiled.packed_metadata,
+            None, None, None, *values,
+        )  # fmt: skip
+    return binder_seconds, (time.perf_counter() - started) / repeats
 
 
 def _launch_hooks_installed() -> bool:

@@ -1,0 +1,122 @@
+"""Where an eager call's host time goes, layer by layer.
+
+For one op and a few input sets of the same shapes (rotated, so that nothing is measured on one
+set of tensors alone), :func:`breakdown` times
+
+* the public call ``spec_hal.ops.<op>(...)``;
+* ``op.dispatch(device, *provider_args)``: the binding lookup and the provider;
+* the bound provider called directly;
+* for Triton providers, each launch's two stages through the compiled handle: Triton's argument
+  binder and the compiled kernel's launcher;
+
+and derives ``validation_us`` (public - dispatch: the contract's checks, allocations and argument
+handling), ``dispatch_us`` (dispatch - provider), ``glue_us`` (provider - the launches' stages: the
+provider's Python, sizing and the launch wrapper) and ``binder_us`` / ``launcher_us`` (summed over
+launches). Medians of many calls; the calls launch real work, so device queues stay busy and the
+figures are host time only where the device keeps up (small ops).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from .. import ops as public_ops
+
+
+def _median_seconds(fn: Callable[[], Any], repeats: int) -> float:
+    import time
+
+    for _ in range(3):
+        fn()
+    samples = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - started)
+    samples.sort()
+    return samples[len(samples) // 2]
+
+
+def rotating(calls: list[Callable[[], Any]]) -> Callable[[], Any]:
+    """One call per invocation, cycling through ``calls`` (input sets of the same shapes)."""
+    cycle = itertools.cycle(calls)
+    return lambda: next(cycle)()
+
+
+def _each(dispatch: Callable[..., None], calls: list[tuple[torch.device, tuple[Any, ...]]]) -> None:
+    for device, args in calls:
+        dispatch(device, *args)
+
+
+def _call_each(calls: list[tuple[Callable[..., None], tuple[Any, ...]]]) -> None:
+    for fn, args in calls:
+        fn(*args)
+
+
+def _provider_args(op: Any, kwargs: dict[str, Any]) -> list[tuple[torch.device, tuple[Any, ...]]]:
+    """The (device, provider arguments) of each dispatch one public call makes."""
+    seen: list[tuple[torch.device, tuple[Any, ...]]] = []
+    op.dispatch = lambda device, *args: seen.append((device, args))  # shadows the method: this call only
+    try:
+        op(**kwargs)
+    finally:
+        del op.dispatch
+    return seen
+
+
+def breakdown(op_name: str, inputs: list[dict[str, Any]], *, repeats: int = 400) -> dict[str, float]:
+    """Host microseconds per layer of ``op_name`` called eagerly on ``inputs`` (see module doc)."""
+    op = getattr(public_ops, op_name)
+    dispatches = [_provider_args(op, kwargs) for kwargs in inputs]
+    public = _median_seconds(rotating([functools.partial(op, **kwargs) for kwargs in inputs]), repeats)
+    row = {"public_us": public * 1e6}
+    if not all(dispatches):  # returned before dispatching (an empty batch): nothing more to split
+        return row
+    dispatch = _median_seconds(
+        rotating([functools.partial(_each, op.dispatch, d) for d in dispatches]), repeats
+    )
+    bound = [[(op.provider_for(dev, args), args) for dev, args in d] for d in dispatches]
+    provider = _median_seconds(rotating([functools.partial(_call_each, b) for b in bound]), repeats)
+    row |= {
+        "validation_us": (public - dispatch) * 1e6,
+        "dispatch_us": (dispatch - provider) * 1e6,
+        "provider_us": provider * 1e6,
+    }
+    stages = _launch_stages(bound[0], repeats)
+    if stages is not None:
+        binder, launcher, launches = stages
+        row |= {
+            "glue_us": (provider - binder - launcher) * 1e6,
+            "binder_us": binder * 1e6,
+            "launcher_us": launcher * 1e6,
+            "launches": launches,
+        }
+    return row
+
+
+def _launch_stages(
+    bound: list[tuple[Callable[..., None], tuple[Any, ...]]], repeats: int
+) -> tuple[float, float, int] | None:
+    """Binder and launcher seconds summed over the Triton launches one call makes; None when the
+    provider launches no Triton kernel through the compiled handle (portable torch, say)."""
+    try:
+        from ..kernels.triton import launch
+    except ImportError:
+        return None
+    with launch.recording() as launches:
+        _call_each(bound)
+    if not launches:
+        return None
+    binder = launcher = 0.0
+    for recorded in launches:
+        stages = launch.stage_seconds(*recorded, repeats=repeats)
+        if stages is None:
+            return None
+        binder += stages[0]
+        launcher += stages[1]
+    return binder, launcher, len(launches)

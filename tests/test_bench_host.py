@@ -1,0 +1,56 @@
+"""The bench's host-time breakdown (spec_hal/bench/host.py) on CPU tensors: layers add up, the
+provider arguments are the ones the contract dispatches, and the inputs rotate."""
+
+from __future__ import annotations
+
+import torch
+
+from spec_hal import ops
+from spec_hal.bench import host
+from spec_hal.conformance.cases.index import BUILDERS
+
+
+def _inputs(seeds=(0, 1, 2)):
+    return [BUILDERS["assign_extend_cache_locs"](torch.device("cpu"), bs=8, seed=seed) for seed in seeds]
+
+
+def test_breakdown_splits_the_public_call_into_layers():
+    row = host.breakdown("assign_extend_cache_locs", _inputs(), repeats=20)
+    assert {"public_us", "validation_us", "dispatch_us", "provider_us"} <= set(row)
+    assert row["public_us"] > 0 and row["provider_us"] > 0
+    assert abs(row["validation_us"] + row["dispatch_us"] + row["provider_us"] - row["public_us"]) < 1e-6
+    assert "binder_us" not in row  # the CPU provider launches no Triton kernel
+
+
+def test_provider_arguments_are_what_the_contract_dispatches():
+    kwargs = _inputs((0,))[0]
+    ((device, args),) = host._provider_args(ops.assign_extend_cache_locs, kwargs)
+    assert device == torch.device("cpu")
+    assert args[0] is kwargs["req_pool_indices"] and args[-1] is kwargs["out"]
+    assert "dispatch" not in vars(ops.assign_extend_cache_locs)  # the capture is undone
+
+
+def test_inputs_rotate():
+    calls = []
+    rotating = host.rotating([lambda: calls.append(0), lambda: calls.append(1), lambda: calls.append(2)])
+    for _ in range(6):
+        rotating()
+    assert calls == [0, 1, 2, 0, 1, 2]
+
+
+def test_the_breakdown_table_reports_the_spread_over_the_launch():
+    import io
+
+    from spec_hal.bench import print_host_breakdown
+
+    rows = [
+        {"op": f"op{i}", "size": "bs=1", "host_us": 20.0 + i, "host_over_launch_us": float(i)}
+        | {f"host_{layer}_us": 1.0 for layer in ("validation", "dispatch", "glue", "binder", "launcher")}
+        | {"host_launches": 1}
+        for i in range(10)
+    ]
+    out = io.StringIO()
+    print_host_breakdown({"rows": rows, "launch_host_us": 20.0}, out)
+    text = out.getvalue()
+    assert "10 Triton rows: median +4.5 us, 90th percentile +9.0 us, worst +9.0 us" in text
+    assert "op3 bs=1 23.0 3.0 1.00 1.00 1.00 1.00 1.00 1" in text
