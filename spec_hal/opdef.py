@@ -107,6 +107,9 @@ class OpDef:
                 )
         self.variant = tuple(variant)
         self._variant_positions = tuple(params.index(name) for name in variant)
+        #: Whether bindings are keyed by variant: only while some provider can decline one (reading
+        #: the variant costs a dtype read per named argument on every call).
+        self._keyed_by_variant = False
         self._bytes_formula = bytes_moved
         self._bound: dict[tuple[torch.device, Hashable], Callable[..., None]] = {}
         self._torch_op: Any = None
@@ -124,15 +127,11 @@ class OpDef:
         if is_compiling():
             self._torch_op(*args)
             return
-        key = (device, self.variant_of(args) if self._variant_positions else None)
+        key = (device, self.variant_of(args) if self._keyed_by_variant else None)
         fn = self._bound.get(key)
         if fn is None:
             fn = self.bind(*key)
         fn(*args)
-
-    def variant_of(self, args: Sequence[Any]) -> Variant:
-        """The variant of these provider arguments: one entry per name in ``variant``."""
-        return tuple(_variant_part(args[position]) for position in self._variant_positions)
 
     def bind(self, device: torch.device, variant: Variant = None) -> Callable[..., None]:
         """Resolve the provider for ``device`` and ``variant``; cached unless the registry changed
@@ -144,8 +143,21 @@ class OpDef:
                 self._bound[(device, variant)] = fn
         return fn
 
+    def provider_for(self, device: torch.device, args: Sequence[Any]) -> Callable[..., None]:
+        """The provider a dispatch of these provider arguments on ``device`` runs."""
+        variant = self.variant_of(args) if self._keyed_by_variant else None
+        return self._bound.get((device, variant)) or self.bind(device, variant)
+
+    def variant_of(self, args: Sequence[Any]) -> Variant:
+        """The variant of these provider arguments: one entry per name in ``variant``."""
+        return tuple(_variant_part(args[position]) for position in self._variant_positions)
+
     def clear_bindings(self) -> None:
+        """Drop the cached bindings (the registry changed): they are resolved again on next call."""
         self._bound.clear()
+        self._keyed_by_variant = bool(self._variant_positions) and any(
+            impl.supports is not None for impl in registry.STATE.impls.get(self.name, ())
+        )
 
     # -- providers ----------------------------------------------------------------------------------
 
@@ -221,10 +233,7 @@ class OpDef:
 
     def _run_from_torch_op(self, *args: Any) -> None:
         # Reached when a compiled graph (or a direct torch.ops call) runs the op: same binding as eager.
-        device = next(t.device for t in _tensors(args))
-        variant = self.variant_of(args) if self._variant_positions else None
-        fn = self._bound.get((device, variant)) or self.bind(device, variant)
-        fn(*args)
+        self.provider_for(next(t.device for t in _tensors(args)), args)(*args)
 
     def __repr__(self) -> str:
         return f"<spec_hal op {self.name} ({self.op_class})>"

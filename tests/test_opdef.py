@@ -163,3 +163,23 @@ def test_a_forked_child_can_register_while_the_parent_held_the_lock():
         release.set()
         holder.join()
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_the_variant_is_read_only_while_some_provider_can_decline_one(monkeypatch):
+    registry.register_device(device("variantdev", default=Intent("picky", "test")))
+    reads = []
+    original = OpDef.variant_of
+    monkeypatch.setattr(OpDef, "variant_of", lambda self, args: reads.append(1) or original(self, args))
+    with isolated_registry(), emulate("variantdev"):
+        scale.register_impl("variantdev", "picky", lambda src, factor, out: out.fill_(5))
+        assert scale(torch.ones(1), 1).item() == 5.0
+        assert reads == []  # nothing can decline: bindings are keyed by device alone
+        scale.register_impl(
+            "variantdev",
+            "picky",
+            lambda src, factor, out: out.fill_(5),
+            supports=lambda variant: None if variant[0] is torch.float32 else "float32 only",
+        )
+        assert scale(torch.ones(1), 1).item() == 5.0
+        assert scale(torch.ones(1, dtype=torch.float64), 1).item() == 1.0  # declined: portable
+        assert len(reads) >= 2

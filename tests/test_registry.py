@@ -273,3 +273,27 @@ def test_vendor_bindings_register_again_after_an_isolated_block_dropped_them():
         assert any(i.provider == "cpu" for i in registry.implementations("assign_extend_cache_locs", "cpu"))
     registry.REGISTRY.load_bindings(cpu)  # the module is cached: its registrations must run again
     assert any(i.provider == "cpu" for i in registry.implementations("assign_extend_cache_locs", "cpu"))
+
+
+@pytest.mark.parametrize(("count", "guarded"), [(1, False), (2, True)])
+def test_no_device_guard_where_the_runtime_has_one_device(count, guarded):
+    class Runtime:
+        def current_index(self):
+            return 0
+
+        def device_count(self):
+            return count
+
+    descriptor = device("counted", device_type="cpu", default=Intent("k", ""))
+    registry.register_device(
+        DeviceDescriptor(**{**vars(descriptor), "capabilities": Capabilities(needs_device_guard=True)})
+    )
+    fill_one = provider(1)
+    registry.register_impl("_test_registry_fill", "counted", "k", fill_one)
+    registry.STATE.runtimes["counted"] = Runtime()
+    try:
+        with emulate("counted"):
+            fn = registry.resolve("_test_registry_fill", torch.device("cpu", 0), None)
+    finally:
+        registry.STATE.runtimes.pop("counted")
+    assert (fn is not fill_one) == guarded

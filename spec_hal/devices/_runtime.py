@@ -46,6 +46,9 @@ class TorchDeviceRuntime:
     def current_index(self) -> int:
         return int(self.module.current_device())
 
+    def device_count(self) -> int:
+        return int(self.module.device_count())
+
     def is_capturing(self, device: torch.device) -> bool:
         capturing = getattr(self.module, "is_current_stream_capturing", None)
         return bool(capturing()) if capturing is not None else False

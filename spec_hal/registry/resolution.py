@@ -140,7 +140,10 @@ def resolve(op: str, device: torch.device, variant: Variant) -> Callable[..., No
         _record_fallback(choice.fallback)
     fn = choice.impl.fn
     if descriptor.capabilities.needs_device_guard and device.index is not None:
-        fn = _guarded(fn, runtime_of(descriptor), device)
+        runtime = runtime_of(descriptor)
+        count = getattr(runtime, "device_count", None)  # optional in a plugin's runtime
+        if count is None or count() > 1:  # with one device it is always the current one
+            fn = _guarded(fn, runtime, device)
     return fn
 
 
