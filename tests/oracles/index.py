@@ -1,4 +1,4 @@
-"""Loop oracles of family A (index plumbing), written from ops.md §A, one request at a time.
+"""Loop oracles of family A (index plumbing), written from the op contracts, one request at a time.
 
 Each oracle takes the op's keyword arguments as CPU tensors (every output given), writes the
 outputs in place with plain Python loops over lists, and returns nothing. They share no code with

@@ -1,4 +1,4 @@
-"""Loop oracles for family B (spec ops.md §B), written from the spec, independent of spec_hal.
+"""Loop oracles for family B, written from the spec, independent of spec_hal.
 
 Every function works on plain lists of CPU tensors and Python ints, one lane at a time.
 """

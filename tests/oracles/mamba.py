@@ -1,4 +1,4 @@
-"""Loop oracles for family G (spec ops.md §G), written from the spec, independent of spec_hal."""
+"""Loop oracles for family G, written from the spec, independent of spec_hal."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Loop oracles for family D (spec ops.md §D), written from the spec, one row at a time.
+"""Loop oracles for family D, written from the spec, one row at a time.
 
 Each takes CPU tensors and returns new CPU tensors; random draws come in as tensors (the Exp(1)
 noise of the exponential race), as in the contract. Float32 arithmetic is reproduced exactly by

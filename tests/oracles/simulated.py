@@ -1,4 +1,4 @@
-"""Loop oracles for family E (spec ops.md §E), written from the spec.
+"""Loop oracles for family E, written from the spec.
 
 The random draws come in as arguments: the standard normal ``z`` or uniform ``u`` of E1, the
 length ``L`` of E2.

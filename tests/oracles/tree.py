@@ -1,4 +1,4 @@
-"""Loop oracles for family C (tree build / verify / accept), written from spec ops.md §C and §P.
+"""Loop oracles for family C (tree build / verify / accept), written from the op contracts.
 
 One request at a time, on Python lists, following the spec's pseudo-code line by line. They
 mutate the tensors they are given (as the ops' in-out and out arguments) and never share code with

@@ -30,7 +30,7 @@ DESCRIPTOR = DeviceDescriptor(
                 "get_target_cache_loc",
                 "filter_finished_cache_loc",
             ),
-            Intent("cpu", "ragged index built once on the host: >= 20x a naive loop at bs 256"),
+            Intent("cpu", "ragged index built once on the host (the data is on the host)"),
         ),
         "generate_draft_decode_kv_indices": Intent("cpu", "fills only the used columns of each KV-index row"),
     },

@@ -1,6 +1,6 @@
-"""CPU bindings: one module per op family holds its CPU providers (the portable reference is
-registered for every vendor by the op's definition; a family module binds a CPU-specific provider
-only where it is much faster than the portable one). Only family A has CPU-specific providers."""
+"""CPU bindings. The portable references are vectorised torch, already the CPU implementation of
+every op (the bench compares them with per-request loops); a CPU-specific provider exists only where
+knowing the data on the host pays: the ragged copies of family A (``index``)."""
 
 from . import index
 

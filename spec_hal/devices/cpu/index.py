@@ -3,9 +3,8 @@
 The portable references keep every shape fixed by argument shapes (no host sync): each output
 position binary-searches its request and the masks cost some twenty small torch ops per call. On
 the CPU the host knows the data, so these providers build the exact index of the ragged runs once
-(``repeat_interleave`` of the run lengths) and gather or scatter with it: a handful of ops, about
-ten times fewer than the portable ones (and always well over ten times faster than a per-request
-Python loop at bs 256). The other ops of the family are fixed-shape already; their portable
+(``repeat_interleave`` of the run lengths) and gather or scatter with it: a handful of ops instead
+of some twenty (the bench compares both with a per-request loop). The other ops of the family are fixed-shape already; their portable
 reference is the CPU code.
 
 These providers rely on the value checks the contracts always run on CPU tensors: ids are in

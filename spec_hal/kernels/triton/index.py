@@ -1,4 +1,4 @@
-"""Triton providers of family A, index plumbing (spec ops.md §A; references in ``spec_hal/ops/index.py``).
+"""Triton providers of family A, index plumbing (references in ``spec_hal/ops/index.py``).
 
 Every provider takes the op's provider signature (outputs allocated by the contract), launches one
 kernel and returns None. Conventions shared by every kernel here:
@@ -1041,8 +1041,8 @@ def generate_draft_decode_kv_indices(
     bs = req_pool_indices.shape[0]
     pool_len = req_to_token.shape[1]
     # A program writes its prefix tile into all K*S lists (unaligned runs, not 16-byte vectors):
-    # quarter-size tiles give 4x the programs; on the H200, 2 KiB tiles beat 8 KiB ones by 1.3x at
-    # 32k context (tools/config_sweep.py, 2026-11-30).
+    # quarter-size tiles give four times the programs, which the stores need more than wide tiles
+    # (``spec-hal bench --sweep`` compares tile sizes).
     tile_bytes = max(config.copy_block_bytes // _DRAFT_KV_TILE_DIVISOR, kv_indices.element_size())
     tile = min(tile_bytes // kv_indices.element_size(), pow2(pool_len))
     branches = bs * topk

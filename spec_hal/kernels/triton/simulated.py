@@ -14,7 +14,7 @@ import triton.language as tl
 
 from ..._constants import SIMULATED_TOKEN
 from .config import LaunchConfig
-from .launch import kernel
+from .launch import cdiv, kernel, next_power_of_2
 
 
 @kernel
@@ -84,9 +84,9 @@ def _generate_simulated_accept_index(
 ) -> None:
     bs, num_nodes = candidates.shape
     width = new_accept_index.shape[1]
-    columns = triton.next_power_of_2(max(width, num_nodes))
+    columns = next_power_of_2(max(width, num_nodes))
     rows = max(1, config.block // columns)
-    _simulated_accept_kernel[(triton.cdiv(bs, rows),)](
+    _simulated_accept_kernel[(cdiv(bs, rows),)](
         accept_index, accept_index.stride(0),
         predicts, predicts.stride(0),
         num_correct_drafts, num_correct_drafts.stride(0),

@@ -1,1 +1,0 @@
-"""CPU providers of this op family: placeholder until the family lands."""
