@@ -47,7 +47,8 @@ class Kernel:
         if _INTERPRETED or _launch_hooks_installed():
             self.jit[grid](*args, **kwargs)
             return
-        found = self._lookup(args, kwargs)
+        active = driver.active
+        found = self._lookup(active, args, kwargs)
         if found is None:  # the device's first launch builds Triton's caches
             self.jit[grid](*args, **kwargs)
             return
@@ -62,7 +63,7 @@ class Kernel:
             grid[0],
             grid[1] if size > 1 else 1,
             grid[2] if size > 2 else 1,
-            driver.active.get_current_stream(key[0]),
+            active.get_current_stream(key[0]),
             compiled.function,
             compiled.packed_metadata,
             None,  # launch metadata: only built for launch hooks, which take the JIT path above
@@ -72,11 +73,12 @@ class Kernel:
         )
 
     def _lookup(
-        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+        self, active: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> tuple[tuple[Any, ...], Any, Any] | None:
         """(cache key, bound arguments, compiled kernel or None) for these arguments on the current
-        device, through Triton's own binder; None before the device's first launch."""
-        device = driver.active.get_current_device()
+        device of the ``active`` Triton driver, through Triton's own binder; None before the
+        device's first launch."""
+        device = active.get_current_device()
         caches = self.jit.device_caches.get(device)  # a plain get: no binder is created here
         if caches is None:
             return None
@@ -111,7 +113,8 @@ def stage_seconds(
     would not take the fast path (first launch, interpreter, launch hooks)."""
     if _INTERPRETED or _launch_hooks_installed():
         return None
-    found = kernel._lookup(args, kwargs)
+    active = driver.active
+    found = kernel._lookup(active, args, kwargs)
     if found is None or found[2] is None:
         return None
     key, bound, compiled = found
@@ -126,7 +129,7 @@ def stage_seconds(
     started = time.perf_counter()
     for _ in range(repeats):
         compiled.run(
-            x, y, z, driver.active.get_current_stream(device), compiled.function, compiled.packed_metadata,
+            x, y, z, active.get_current_stream(device), compiled.function, compiled.packed_metadata,
             None, None, None, *values,
         )  # fmt: skip
     return binder_seconds, (time.perf_counter() - started) / repeats
