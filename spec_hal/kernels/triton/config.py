@@ -3,7 +3,7 @@ vendor package holds its own; the interpreter's lives here)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,16 @@ class LaunchConfig:
     copy_num_warps: int = 8
     copy_block_bytes: int = 4096
     max_grid: int = 65535
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Launch sizing caches by configuration on every launch: hash the fields once.
+        object.__setattr__(
+            self, "_hash", hash(tuple(getattr(self, f.name) for f in fields(self) if f.compare))
+        )
+
+    def __hash__(self) -> int:
+        return self._hash
 
 
 #: Small blocks keep the CPU interpreter (TRITON_INTERPRET=1) fast in emulated runs.

@@ -1,8 +1,11 @@
 """How the Triton family sizes its launches: programs, warps, tiles and scan chunks from the shapes
 and the vendor's :class:`~spec_hal.kernels.triton.config.LaunchConfig`. Host-side only, one place,
-so that tuning a heuristic never means hunting through the kernel modules."""
+so that tuning a heuristic never means hunting through the kernel modules. The functions are pure
+and run on every launch: they are cached by their arguments."""
 
 from __future__ import annotations
+
+import functools
 
 from .config import LaunchConfig
 from .launch import cdiv, next_power_of_2
@@ -32,20 +35,24 @@ def warps(lanes: int, lanes_per_thread: int, warp_size: int, most: int) -> int:
     return min(1 << (wanted.bit_length() - 1), most)
 
 
+@functools.lru_cache(maxsize=1024)
 def latency_warps(config: LaunchConfig, lanes: int) -> int:
     return warps(lanes, LATENCY_LANES_PER_THREAD, config.warp_size, config.num_warps)
 
 
+@functools.lru_cache(maxsize=1024)
 def scanning_warps(config: LaunchConfig, lanes: int, count: int) -> int:
     """Warps of a latency-bound program of ``lanes`` lanes that also scans ``count`` lengths."""
     scan_warps = warps(count, SCAN_LANES_PER_THREAD, config.warp_size, config.num_warps)
     return max(latency_warps(config, lanes), scan_warps)
 
 
+@functools.lru_cache(maxsize=1024)
 def copy_warps(config: LaunchConfig, lanes: int) -> int:
     return warps(lanes, COPY_LANES_PER_THREAD, config.warp_size, config.copy_num_warps)
 
 
+@functools.lru_cache(maxsize=1024)
 def rows_per_program(count: int, lanes_per_row: int, config: LaunchConfig) -> int:
     """Requests (or entries) per program of a latency-bound launch over ``count`` of them, each a row
     of ``lanes_per_row`` lanes (powers of two): at least a warp's lanes, at most ``config.block``."""
@@ -53,6 +60,7 @@ def rows_per_program(count: int, lanes_per_row: int, config: LaunchConfig) -> in
     return max(min(rows, config.block // lanes_per_row), 1)
 
 
+@functools.lru_cache(maxsize=1024)
 def scan_shape(count: int, config: LaunchConfig, num_warps: int) -> tuple[int, int]:
     """(SCAN_BLOCK, SCAN_CHUNKS) of :func:`_exclusive_offsets` over ``count`` entries: chunks of at
     most ``config.block`` entries and a few per thread, as many as cover ``count``."""
@@ -66,6 +74,7 @@ def scan_args(count: int, config: LaunchConfig, num_warps: int) -> dict[str, int
     return {"SCAN_BLOCK": block, "SCAN_CHUNKS": chunks}
 
 
+@functools.lru_cache(maxsize=1024)
 def request_warps(config: LaunchConfig, tile_elements: int) -> int:
     """Warps of a one-request program whose largest register tile has ``tile_elements`` lanes: one
     warp up to 16 lanes per thread (its reductions stay in warp shuffles), more for larger trees."""
@@ -76,11 +85,13 @@ def request_warps(config: LaunchConfig, tile_elements: int) -> int:
 # Passes over the vocabulary
 
 
+@functools.lru_cache(maxsize=1024)
 def vocab_block(config: LaunchConfig, vocab: int) -> int:
     """fp32 lanes per step of the passes over V: the vendor's bandwidth tile."""
     return min(next_power_of_2(config.copy_block_bytes // 4), next_power_of_2(vocab))
 
 
+@functools.lru_cache(maxsize=1024)
 def vocab_warps(config: LaunchConfig, block_v: int) -> int:
     """Warps of a program streaming ``block_v`` fp32 lanes per step: 16 bytes per thread, at most
     the vendor's copy warps (one warp for small vocabularies: the walk is then all that counts)."""
