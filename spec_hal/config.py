@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-ENV_DEVICE = "SPEC_HAL_DEVICE"  # force the device: cuda, hip, musa, npu, xpu, cpu, or a plugin's name
+ENV_DEVICE = "SPEC_HAL_DEVICE"  # force the device, in any case: cuda, hip, ..., cpu, or a plugin's name
 ENV_OPS = "SPEC_HAL_OPS"  # per-op provider override: "op=provider,op2=provider"
 ENV_STRICT = "SPEC_HAL_STRICT"  # 1: a fallback from the intended provider is an error
 ENV_DEBUG = "SPEC_HAL_DEBUG"  # 1: value checks also on accelerator tensors (host sync)

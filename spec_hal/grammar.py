@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 import time
 from typing import Any
 
@@ -48,7 +49,31 @@ class XGrammarAdapter:
         self.matcher.rollback(num_tokens)
 
     def fill_vocab_mask(self, bitmask: Tensor, row: int) -> None:
-        self.matcher.fill_next_token_bitmask(bitmask, row)
+        # xgrammar writes row r at data_ptr + r * width, whatever the strides: only a contiguous
+        # bitmask is handed over. A view is filled through a contiguous row and copied back, so
+        # nothing outside it is written; a view whose elements overlap cannot take a row at all.
+        if bitmask.is_contiguous():
+            self._fill(bitmask, row)
+            return
+        _check_no_overlap(bitmask)
+        staged = torch.empty((1, bitmask.shape[1]), dtype=bitmask.dtype, device=bitmask.device)
+        self._fill(staged, 0)
+        bitmask[row].copy_(staged[0])
+
+    def _fill(self, bitmask: Tensor, row: int) -> None:
+        try:
+            self.matcher.fill_next_token_bitmask(bitmask, row)
+        except RuntimeError as error:
+            needed = _MATCHER_WIDTH.search(str(error))
+            if needed is None:
+                raise
+            words = int(needed.group(1))
+            raise ValueError(
+                f"bitmask: rows of {bitmask.shape[1]} int32 words (a vocab_size of up to "
+                f"{32 * bitmask.shape[1]}) do not match the xgrammar matcher, whose vocabulary size "
+                f"needs {words} words per row ({32 * words - 31} to {32 * words} tokens); size the "
+                "bitmask and vocab_size by the matcher's TokenizerInfo.vocab_size"
+            ) from None
 
     def is_terminated(self) -> bool:
         return bool(self.matcher.is_terminated())
@@ -59,6 +84,29 @@ class XGrammarAdapter:
 
     def __repr__(self) -> str:
         return f"XGrammarAdapter({self.matcher!r})"
+
+
+#: xgrammar's shape error names the row width its matcher fills: "should be (batch_size, N)".
+_MATCHER_WIDTH = re.compile(r"should be \(batch_size, (\d+)\)")
+
+
+def _check_no_overlap(bitmask: Tensor) -> None:
+    """A ValueError naming ``bitmask`` when two of its elements share memory (a stride-0 or
+    overlapping view): filling one row would change another."""
+    rows, words = bitmask.shape
+    row_stride, word_stride = bitmask.stride()
+    overlapping = (rows > 1 and row_stride == 0) or (words > 1 and word_stride == 0)
+    if not overlapping and rows > 1 and words > 1:
+        # r*row_stride + w*word_stride repeats iff some step of d rows equals a step of at most
+        # words - 1 words; the smallest such d gives lcm(row_stride, word_stride).
+        common = math.lcm(row_stride, word_stride)
+        overlapping = common // row_stride <= rows - 1 and common // word_stride <= words - 1
+    if overlapping:
+        raise ValueError(
+            f"bitmask: elements of the view overlap in memory (shape {tuple(bitmask.shape)}, strides "
+            f"{bitmask.stride()}): a row written would change another; pass a bitmask whose rows are "
+            "distinct memory"
+        )
 
 
 def from_xgrammar(matcher: Any) -> XGrammarAdapter:

@@ -4,10 +4,12 @@ An entry point names either a :class:`~spec_hal.registry.DeviceDescriptor` or a 
 function whose module declares ``SPEC_HAL_API_VERSION``; the function makes the same registration
 calls the built-in vendors make (``register_device``, ``register_impl``). See docs/vendors.md.
 
-``SPEC_HAL_DEVICE`` filters plugins by entry-point name *before* importing them, so two vendor
-packages that cannot be imported together still coexist. A plugin that fails to import, raises, or
-declares another API version is reported (a warning, or a :class:`PluginError` under
-``SPEC_HAL_STRICT=1``) and never breaks ``import spec_hal``: plugins load on first use, not at import.
+``SPEC_HAL_DEVICE`` filters plugins by entry-point name (in any case) *before* importing them, so
+two vendor packages that cannot be imported together still coexist. A plugin that fails to import,
+raises (``sys.exit`` and ``KeyboardInterrupt`` included), or declares another API version is
+reported (a warning on the ``spec_hal`` logger, or a :class:`PluginError` under
+``SPEC_HAL_STRICT=1``, which every later use of the registry raises again) and never breaks
+``import spec_hal``: plugins load on first use, not at import.
 """
 
 from __future__ import annotations
@@ -70,16 +72,18 @@ def load_plugins() -> None:
     _reports.clear()
     if not config.plugins_enabled():
         return
-    wanted = config.device_override()
+    wanted = config.device_override()  # lower-cased
     for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if wanted is not None and ep.name != wanted:
+        if wanted is not None and ep.name.lower() != wanted:
             _reports.append(
                 PluginReport(ep.name, ep.value, "skipped", f"{config.ENV_DEVICE}={wanted} filters it out")
             )
             continue
         try:
             detail = _load_one(ep.name, ep.value, ep.load)
-        except Exception as exc:
+        # A plugin calling sys.exit (or raising KeyboardInterrupt) while it imports is a failed
+        # plugin too: it must not end the engine's process from inside an op call.
+        except (Exception, SystemExit, KeyboardInterrupt) as exc:
             message = f"{type(exc).__name__}: {exc}"
             _reports.append(PluginReport(ep.name, ep.value, "failed", message))
             if config.strict():

@@ -21,6 +21,10 @@ from .opdef import is_compiling
 INDEX_DTYPES = (torch.int32, torch.int64)
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _INT32_MAX = 2**31 - 1
+_INT64_MAX = 2**63 - 1
+_INT64_MIN = -(2**63)
+#: Elements per chunk of :func:`exact_sum`'s slow path: 2**31 halves below 2**32 sum below 2**63.
+_EXACT_SUM_CHUNK = 2**31
 
 
 def _dtype_names(dtypes: Sequence[torch.dtype]) -> str:
@@ -128,6 +132,84 @@ def check_range(name: str, value: torch.Tensor, low: int, high: int, *, allow: i
         first = value.flatten()[bad.flatten().nonzero()[0, 0]].item()
         extra = f" or {allow}" if allow is not None else ""
         raise ValueError(f"{name}: values must lie in [{low}, {high}){extra}; found {first}")
+
+
+def exact_sum(value: torch.Tensor) -> int:
+    """``sum(value)`` of an integer tensor as an exact Python int, where an int64 sum would wrap.
+
+    One min/max pass shows when a plain int64 sum cannot wrap (the common case); otherwise the high
+    and low 32-bit halves of every element are summed apart, neither of which can wrap.
+    """
+    if value.numel() == 0:
+        return 0
+    values = value.long().flatten()
+    smallest, largest = (int(v) for v in torch.aminmax(values))
+    if values.numel() * max(largest, -smallest) <= _INT64_MAX:
+        return int(values.sum())
+    total = 0
+    for chunk in values.split(_EXACT_SUM_CHUNK):  # each half sums below 2**63 over a chunk
+        total += (int((chunk >> 32).sum()) << 32) + int((chunk & 0xFFFFFFFF).sum())
+    return total
+
+
+def check_sum_below(
+    name: str,
+    value: torch.Tensor,
+    limit: int,
+    *,
+    plus: torch.Tensor | None = None,
+    constant: int = 0,
+    expression: str,
+) -> None:
+    """Every ``value + plus + constant < limit``, compared without forming the sum (which could wrap
+    int64). ``plus`` (elementwise, same shape as ``value``) and ``constant`` must be non-negative,
+    ``limit`` at most ``2**63``.
+
+    The passing path is one max of each tensor, compared as Python ints. Callers gate this with
+    :func:`value_checks_enabled`.
+    """
+    if value.numel() == 0:
+        return
+    high = limit - 1 - constant  # the largest value + plus allowed
+    largest = int(value.max())
+    if plus is not None:
+        largest += int(plus.max())
+    if largest <= high:
+        return
+    # The failing path: find the first offender exactly. With plus >= 0, a sum that wrapped is
+    # smaller than value (and too large); the bound is clamped into int64.
+    total = value.long() if plus is None else value.long() + plus.long()
+    bad = total > min(max(high, _INT64_MIN), _INT64_MAX)
+    if plus is not None:
+        bad |= total < value.long()
+    if not bool(bad.any()):
+        return
+    first = int(bad.flatten().nonzero()[0, 0])
+    found = f"{name}[{first}] = {int(value.flatten()[first])}"
+    if plus is not None:
+        found += f" with {int(plus.flatten()[first])}"
+    raise ValueError(f"{name}: {expression} must stay below {limit}; found {found}")
+
+
+def check_sum_fits(
+    name: str,
+    value: torch.Tensor,
+    dtype: torch.dtype,
+    *,
+    plus: torch.Tensor | None = None,
+    constant: int = 0,
+    expression: str,
+) -> None:
+    """Every ``value + plus + constant`` fits ``dtype`` (a counter or a position that must not
+    wrap); see :func:`check_sum_below`."""
+    check_sum_below(
+        name,
+        value,
+        torch.iinfo(dtype).max + 1,
+        plus=plus,
+        constant=constant,
+        expression=f"{expression} ({str(dtype).replace('torch.', '')})",
+    )
 
 
 def check_non_negative(name: str, value: torch.Tensor) -> None:

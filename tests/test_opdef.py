@@ -69,8 +69,8 @@ def test_a_variant_or_mutated_name_that_is_no_parameter_is_refused():
 
 
 def test_register_impl_as_decorator_and_call_on_the_op():
-    registry.register_device(device("opdefdev", default=Intent("doubler", "test")))
     with isolated_registry():
+        registry.register_device(device("opdefdev", default=Intent("doubler", "test")))
 
         @scale.register_impl("opdefdev", "doubler")
         def doubled(src: Tensor, factor: int, out: Tensor) -> None:
@@ -106,8 +106,8 @@ def test_bytes_moved_counts_every_tensor_once_unless_the_op_says_otherwise():
 
 def test_use_provider_forces_one_op_and_touches_no_environment(monkeypatch):
     monkeypatch.delenv("SPEC_HAL_OPS", raising=False)
-    registry.register_device(device("forcedev", default=Intent("portable", "test")))
     with isolated_registry():
+        registry.register_device(device("forcedev", default=Intent("portable", "test")))
         scale.register_impl("forcedev", "tripler", lambda src, factor, out: out.copy_(src * factor * 3))
         with emulate("forcedev"):
             assert scale(torch.ones(1), 1).item() == 1.0
@@ -120,21 +120,22 @@ def test_use_provider_forces_one_op_and_touches_no_environment(monkeypatch):
 
 
 def test_a_provider_registered_during_resolution_is_not_shadowed_by_a_stale_binding():
-    registry.register_device(device("racedev", default=Intent("late", "test")))
-    with isolated_registry(), emulate("racedev"):
-        original = registry.resolve
+    with isolated_registry():
+        registry.register_device(device("racedev", default=Intent("late", "test")))
+        with emulate("racedev"):
+            original = registry.resolve
 
-        def resolve_while_registering(*args):
-            fn = original(*args)
-            scale.register_impl("racedev", "late", lambda src, factor, out: out.fill_(7))
-            return fn
+            def resolve_while_registering(*args):
+                fn = original(*args)
+                scale.register_impl("racedev", "late", lambda src, factor, out: out.fill_(7))
+                return fn
 
-        registry_resolve = "spec_hal.registry.resolve"
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(registry_resolve, resolve_while_registering)
-            first = scale(torch.ones(1), 1).item()  # resolved before "late" existed: portable
-        assert first == 1.0
-        assert scale(torch.ones(1), 1).item() == 7.0  # the newer provider, not a cached old one
+            registry_resolve = "spec_hal.registry.resolve"
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr(registry_resolve, resolve_while_registering)
+                first = scale(torch.ones(1), 1).item()  # resolved before "late" existed: portable
+            assert first == 1.0
+            assert scale(torch.ones(1), 1).item() == 7.0  # the newer provider, not a cached old one
 
 
 def test_a_forked_child_can_register_while_the_parent_held_the_lock():
@@ -158,28 +159,46 @@ def test_a_forked_child_can_register_while_the_parent_held_the_lock():
                 os._exit(0)
             except BaseException:
                 os._exit(1)
-        _, status = os.waitpid(pid, 0)
+        status = _wait_or_kill(pid, seconds=10)
     finally:
         release.set()
         holder.join()
+    assert status is not None, "the child deadlocked on the lock the parent held"
     assert os.waitstatus_to_exitcode(status) == 0
 
 
+def _wait_or_kill(pid: int, seconds: float) -> int | None:
+    """The child's wait status, or None (after killing it) when it did not end in time."""
+    import signal
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    return None
+
+
 def test_the_variant_is_read_only_while_some_provider_can_decline_one(monkeypatch):
-    registry.register_device(device("variantdev", default=Intent("picky", "test")))
     reads = []
     original = OpDef.variant_of
     monkeypatch.setattr(OpDef, "variant_of", lambda self, args: reads.append(1) or original(self, args))
-    with isolated_registry(), emulate("variantdev"):
-        scale.register_impl("variantdev", "picky", lambda src, factor, out: out.fill_(5))
-        assert scale(torch.ones(1), 1).item() == 5.0
-        assert reads == []  # nothing can decline: bindings are keyed by device alone
-        scale.register_impl(
-            "variantdev",
-            "picky",
-            lambda src, factor, out: out.fill_(5),
-            supports=lambda variant: None if variant[0] is torch.float32 else "float32 only",
-        )
-        assert scale(torch.ones(1), 1).item() == 5.0
-        assert scale(torch.ones(1, dtype=torch.float64), 1).item() == 1.0  # declined: portable
-        assert len(reads) >= 2
+    with isolated_registry():
+        registry.register_device(device("variantdev", default=Intent("picky", "test")))
+        with emulate("variantdev"):
+            scale.register_impl("variantdev", "picky", lambda src, factor, out: out.fill_(5))
+            assert scale(torch.ones(1), 1).item() == 5.0
+            assert reads == []  # nothing can decline: bindings are keyed by device alone
+            scale.register_impl(
+                "variantdev",
+                "picky",
+                lambda src, factor, out: out.fill_(5),
+                supports=lambda variant: None if variant[0] is torch.float32 else "float32 only",
+            )
+            assert scale(torch.ones(1), 1).item() == 5.0
+            assert scale(torch.ones(1, dtype=torch.float64), 1).item() == 1.0  # declined: portable
+            assert len(reads) >= 2

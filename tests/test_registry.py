@@ -249,6 +249,33 @@ def test_incompatible_api_version_is_refused():
         registry.register_device(DeviceDescriptor(**{**vars(device("future")), "api_version": 99}))
 
 
+def test_a_vendor_name_differing_only_in_case_is_refused_naming_both():
+    from spec_hal.errors import PluginError
+
+    registry.register_device(device("RTDev"))
+    registry.register_device(device("RTDev", priority=-11))  # the same name replaces, as before
+    with pytest.raises(PluginError, match="device 'rtdev': vendor 'RTDev' is registered already"):
+        registry.register_device(device("rtdev"))
+    assert "rtdev" not in registry.devices() and registry.device("RTDev").priority == -11
+
+
+def test_a_failed_initialization_fails_every_later_use(monkeypatch):
+    from spec_hal.errors import PluginError
+
+    def failing_initializer():
+        raise PluginError("spec_hal plugin 'broken' (broken:register) failed: SystemExit: 3")
+
+    # A fresh, uninitialised registry state whose initializer fails (as plugins do under strict).
+    monkeypatch.setattr(registry.STATE, "initialized", False)
+    monkeypatch.setattr(registry.STATE, "init_failure", None)
+    monkeypatch.setattr(registry.STATE, "initializer", failing_initializer)
+    for _ in range(3):
+        with pytest.raises(PluginError, match="plugin 'broken'"):
+            run()
+    with pytest.raises(PluginError, match="plugin 'broken'"):
+        registry.devices()
+
+
 def test_compiled_call_goes_through_torch_ops_and_matches_eager():
     values = torch.randn(5, 17)
     compiled = torch.compile(lambda v: spec_hal.ops.fast_topk(v, 4), fullgraph=True, backend="aot_eager")

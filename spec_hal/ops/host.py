@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import pickle
+import socket
+import urllib.parse
+import urllib.request
 from pathlib import Path
 
 import torch
@@ -21,6 +24,14 @@ class TokenMapNotFoundError(FileNotFoundError, ValueError):
     non-dtype argument error of the op contracts)."""
 
 
+#: How long the check that the hub answers at all may wait (huggingface_hub itself retries a
+#: failing connection for about 20 s before giving up).
+HUB_PROBE_SECONDS = 3.0
+
+#: The integer dtypes a token map may hold (every value fits int64).
+_ID_DTYPES = (torch.int8, torch.uint8, torch.int16, torch.uint16, torch.int32, torch.uint32, torch.int64)
+
+
 def load_token_map(
     path: str | os.PathLike, device: torch.device | str | None = None, vocab_size: int | None = None
 ) -> Tensor:
@@ -29,11 +40,13 @@ def load_token_map(
     Draft heads with a reduced vocabulary (EAGLE-3, FR-Spec "hot" token lists) predict ids in their
     own small vocabulary; the engine maps them through this tensor to target ids before verify.
 
-    ``path`` is a local file, or ``org/repo/file/in/repo`` on the Hugging Face Hub: the file is
-    taken from the local cache first and downloaded only when the hub is not offline
-    (``HF_HUB_OFFLINE``). With ``SPEC_HAL_USE_MODELSCOPE=1`` the repository is resolved through
-    ModelScope instead. The file is read with ``torch.load(weights_only=True)``: a tensor or a list
-    of ints, never arbitrary pickled objects.
+    ``path`` is a local file, or ``org/repo/file/in/repo`` on the Hugging Face Hub (the optional
+    extra ``spec-hal[hub]``): the file is taken from the local cache first and downloaded only when
+    the machine is online. Offline (``HF_HUB_OFFLINE``, or the hub not reachable within a few
+    seconds) the call fails at once, naming both readings of ``path`` it tried. With
+    ``SPEC_HAL_USE_MODELSCOPE=1`` the repository is resolved through ModelScope instead. The file is
+    read with ``torch.load(weights_only=True)``: a dense tensor or a list of ints, never arbitrary
+    pickled objects.
 
     Args:
         path: local file path, or ``org/repo/file`` on the hub.
@@ -60,7 +73,17 @@ def load_token_map(
         file = _hub_file(os.fspath(path))
     token_map = _read_token_map(file)
     _check_token_map(file, token_map, vocab_size)
-    return token_map.to(device=target, dtype=torch.int64)
+    return _placed(token_map.to(torch.int64), target)
+
+
+def _placed(token_map: Tensor, device: torch.device) -> Tensor:
+    """``token_map`` on ``device``; a device this torch cannot reach is a ValueError naming it."""
+    try:
+        return token_map.to(device)
+    except torch.OutOfMemoryError:
+        raise
+    except (AssertionError, RuntimeError) as error:  # torch's "not compiled with CUDA" is an assert
+        raise ValueError(f"device: cannot place the token map on {device}: {_first_line(error)}") from error
 
 
 def _split_repo_path(path: str) -> tuple[str, str] | None:
@@ -75,24 +98,34 @@ def _split_repo_path(path: str) -> tuple[str, str] | None:
 
 def _hub_file(path: str) -> Path:
     repo = _split_repo_path(path)
+    no_local = f"path: no local file {os.path.abspath(os.path.expanduser(path))}"
     if repo is None:
-        raise TokenMapNotFoundError(f"path: no such file {path!r} (and it is not of the form org/repo/file)")
+        raise TokenMapNotFoundError(f"{no_local} (and {path!r} is not of the form org/repo/file for the hub)")
     repo_id, filename = repo
     if config.use_modelscope():
         return _modelscope_file(repo_id, filename)
-    return _hugging_face_file(repo_id, filename)
+    return _hugging_face_file(repo_id, filename, no_local)
 
 
-def _hugging_face_file(repo_id: str, filename: str) -> Path:
-    # constants are read now, not at import: the caller (or a test) may have changed them since
-    from huggingface_hub import constants, hf_hub_download
-    from huggingface_hub.utils import (
-        EntryNotFoundError,
-        HfHubHTTPError,
-        HFValidationError,
-        LocalEntryNotFoundError,
-    )
+def _hugging_face_file(repo_id: str, filename: str, no_local: str) -> Path:
+    """``filename`` of hub repo ``repo_id``: from the local cache, else downloaded when online.
+    ``no_local`` says why ``path`` was not read as a local file (every error names both readings)."""
+    try:
+        # constants are read now, not at import: the caller (or a test) may have changed them since
+        from huggingface_hub import constants, hf_hub_download
+        from huggingface_hub.utils import (
+            EntryNotFoundError,
+            HfHubHTTPError,
+            HFValidationError,
+            LocalEntryNotFoundError,
+        )
+    except ImportError as error:
+        raise TokenMapNotFoundError(
+            f"{no_local}; reading it as file {filename!r} of Hugging Face repo {repo_id!r} needs "
+            f'huggingface_hub: pip install "spec-hal[hub]"'
+        ) from error
 
+    as_hub_file = f"{no_local}; as Hugging Face repo {repo_id!r}, file {filename!r}"
     cache_dir = constants.HF_HUB_CACHE
     try:
         return Path(hf_hub_download(repo_id, filename, cache_dir=cache_dir, local_files_only=True))
@@ -100,24 +133,44 @@ def _hugging_face_file(repo_id: str, filename: str) -> Path:
         pass
     except HFValidationError as error:
         raise TokenMapNotFoundError(
-            f"path: no local file {repo_id}/{filename}, and {repo_id!r} is not a Hugging Face repo id ({error})"
+            f"{no_local}, and {repo_id!r} is not a Hugging Face repo id ({error})"
         ) from error
     is_offline = getattr(constants, "is_offline_mode", None)
-    if is_offline() if is_offline is not None else constants.HF_HUB_OFFLINE:
+    offline = "HF_HUB_OFFLINE is set" if (is_offline() if is_offline else constants.HF_HUB_OFFLINE) else None
+    offline = offline or _unreachable(constants.ENDPOINT)
+    if offline is not None:
         raise TokenMapNotFoundError(
-            f"path: no local file {repo_id}/{filename}, and {filename!r} of Hugging Face repo {repo_id!r} "
-            f"is not in the local cache ({cache_dir}) while HF_HUB_OFFLINE is set. Make it available with `hf download {repo_id} {filename}` on a "
-            "machine with network access (then copy the cache or set HF_HUB_CACHE to it), or pass a "
-            "local file path."
+            f"{as_hub_file}, it is not in the local cache ({cache_dir}) and this machine is offline "
+            f"({offline}). Make it available with `hf download {repo_id} {filename}` on a machine with "
+            "network access (then copy the cache or set HF_HUB_CACHE to it), or pass a local file path."
         ) from None
     try:
         return Path(hf_hub_download(repo_id, filename, cache_dir=cache_dir))
     except (EntryNotFoundError, HfHubHTTPError, OSError) as error:
         raise TokenMapNotFoundError(
-            f"path: no local file {repo_id}/{filename}, and could not get {filename!r} from Hugging Face "
-            f"repo {repo_id!r}: {error}. Check the repo "
-            "id, the file name and access (HF_TOKEN for gated repos), or pass a local file path."
+            f"{as_hub_file}, could not get it: {error}. Check the repo id, the file name and access "
+            "(HF_TOKEN for gated repos), or pass a local file path."
         ) from error
+
+
+def _unreachable(endpoint: str) -> str | None:
+    """Why the hub at ``endpoint`` (or the proxy in front of it) cannot be reached, found within
+    :data:`HUB_PROBE_SECONDS`; None when it answers (or when this cannot tell)."""
+    url = urllib.parse.urlsplit(endpoint)
+    host, port = url.hostname, url.port or (443 if url.scheme == "https" else 80)
+    if host is None:
+        return None
+    proxy = urllib.request.getproxies().get(url.scheme)
+    if proxy and not urllib.request.proxy_bypass(host):
+        proxy_url = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+        if proxy_url.hostname is None:
+            return None
+        host, port = proxy_url.hostname, proxy_url.port or 80
+    try:
+        with socket.create_connection((host, port), timeout=HUB_PROBE_SECONDS):
+            return None
+    except OSError as error:  # DNS failure, refused, unreachable, timed out
+        return f"cannot connect to {host}:{port}: {error}"
 
 
 def _modelscope_file(repo_id: str, filename: str) -> Path:
@@ -149,6 +202,12 @@ def _read_token_map(file: Path) -> Tensor:
     except Exception as error:  # truncated zip, random bytes, empty file: torch raises many types
         raise ValueError(f"path: {file} is not a readable torch.save file ({_first_line(error)})") from error
     if isinstance(content, Tensor):
+        if content.layout != torch.strided:
+            raise ValueError(
+                f"path: {file} holds a {content.layout} tensor; expected a dense 1-D integer tensor"
+            )
+        if content.is_meta:
+            raise ValueError(f"path: {file} holds a meta tensor (shape only, no data); expected token ids")
         return content
     if isinstance(content, (list, tuple)) and all(type(item) is int for item in content):
         return torch.tensor(content, dtype=torch.int64)
@@ -167,8 +226,9 @@ def _first_line(error: BaseException) -> str:
 
 def _check_token_map(file: Path, token_map: Tensor, vocab_size: int | None) -> None:
     dtype = token_map.dtype
-    if dtype.is_floating_point or dtype.is_complex or dtype == torch.bool:
-        raise ValueError(f"path: {file} holds a {dtype} tensor; expected integer token ids")
+    if dtype not in _ID_DTYPES:
+        names = ", ".join(str(d).replace("torch.", "") for d in _ID_DTYPES)
+        raise ValueError(f"path: {file} holds a {dtype} tensor; expected integer token ids ({names})")
     if token_map.dim() != 1:
         raise ValueError(f"path: {file} holds a tensor of shape {tuple(token_map.shape)}; expected 1-D")
     if token_map.numel() == 0:

@@ -28,8 +28,11 @@ from ..validation import (
     check_output,
     check_positive_int,
     check_range,
+    check_sum_below,
+    check_sum_fits,
     check_tensor,
     common_device,
+    exact_sum,
     new_output,
     value_checks_enabled,
 )
@@ -140,13 +143,14 @@ def _scatter_valid_(dest: Tensor, index: tuple[Tensor, ...], values: Tensor, val
 
 
 def _draft_slot_columns(seq_lens: Tensor, topk: int, num_steps: int, page_size: int) -> Tensor:
-    """``req_to_token`` column of draft step s of branch t of each request: ``[bs, topk, num_steps]``.
+    """``req_to_token`` column of draft step s of branch t of each request: ``[bs, topk, num_steps]``,
+    in ``seq_lens``' dtype (int64 to index; float64 to check, where a huge length cannot wrap).
 
     Paged tree layout (§A3): each branch owns whole pages after the last full prefix page, starting
     with a copy of the partial prefix page, so step s sits at the partial length + s in them. With
     ``page_size == 1`` or ``topk == 1`` this reduces to the contiguous ``seq_len + t*num_steps + s``.
     """
-    seq = seq_lens.long()[:, None, None]
+    seq = seq_lens[:, None, None]
     partial = torch.remainder(seq, page_size)
     pages_per_branch = torch.div(partial + (num_steps + page_size - 1), page_size, rounding_mode="floor")
     branch = torch.arange(topk, device=seq.device)[None, :, None]
@@ -163,7 +167,7 @@ def _check_req_to_token(name: str, value: object) -> Tensor:
 
 
 def _total(lens: Tensor) -> int:
-    return int(lens.long().sum()) if lens.numel() else 0
+    return exact_sum(lens)  # a Python int: an int64 sum of huge lengths would wrap and pass the checks
 
 
 def _check_capacity(name: str, tensor: Tensor, needed: int, what: str) -> None:
@@ -374,7 +378,7 @@ def _assign_draft_cache_locs_contiguous_reference(
     page_size: int,
     out: Tensor,
 ) -> None:
-    columns = _draft_slot_columns(seq_lens, topk, num_steps, page_size)
+    columns = _draft_slot_columns(seq_lens.long(), topk, num_steps, page_size)
     values, inside = _take(req_to_token, req_pool_indices.long()[:, None, None], columns)
     slots = out.view(-1, topk, num_steps)
     slots.copy_(torch.where(inside, values.long(), slots))
@@ -385,12 +389,14 @@ def _check_draft_columns(seq_lens: Tensor, topk: int, num_steps: int, page_size:
     check_non_negative("seq_lens", seq_lens)
     if seq_lens.numel() == 0:
         return
-    last = _draft_slot_columns(seq_lens, topk, num_steps, page_size)[:, -1, -1]
+    # In float64: int64 columns of a huge seq_len would wrap below pool_len and pass. Columns past
+    # 2**53 round, but stay far past any pool_len.
+    last = _draft_slot_columns(seq_lens.double(), topk, num_steps, page_size)[:, -1, -1]
     if bool((last >= pool_len).any()):
         b = int(last.argmax())
         raise ValueError(
             f"seq_lens: the draft slots of seq_lens[{b}]={int(seq_lens[b])} (topk={topk}, num_steps={num_steps}, "
-            f"page_size={page_size}) reach column {int(last[b])}, past req_to_token's {pool_len} columns"
+            f"page_size={page_size}) reach column {last[b].item():.0f}, past req_to_token's {pool_len} columns"
         )
 
 
@@ -478,7 +484,7 @@ def _generate_draft_decode_kv_indices_reference(
     # Row s lists, per branch (b, t) in order, the request's prefix slots then its first s+1 draft slots.
     prefix_len = seq_lens.long().repeat_interleave(topk)  # [bs*K]
     rows = req_pool_indices.long().repeat_interleave(topk)
-    draft_columns = _draft_slot_columns(seq_lens, topk, num_steps, page_size).view(branches, num_steps)
+    draft_columns = _draft_slot_columns(seq_lens.long(), topk, num_steps, page_size).view(branches, num_steps)
 
     def read(branch: Tensor, within: Tensor) -> tuple[Tensor, Tensor]:
         own_prefix = prefix_len[branch]
@@ -913,9 +919,21 @@ def create_num_accept_tokens_filter(
     if value_checks_enabled(device):
         check_non_negative("num_correct_drafts", num_correct_drafts)
         check_range("unfinished_index", unfinished_index, 0, bs)
-        if seq_lens.dtype == torch.int32:
-            check_fits_int32("seq_lens", seq_lens.long() + num_correct_drafts.long() + 1)
-        check_fits_int32("num_correct_drafts", num_correct_drafts.long() + 1)
+        check_sum_fits(
+            "seq_lens",
+            seq_lens,
+            seq_lens.dtype,
+            plus=num_correct_drafts,
+            constant=1,
+            expression="seq_lens + num_correct_drafts + 1",
+        )
+        check_sum_fits(
+            "num_correct_drafts",
+            num_correct_drafts,
+            torch.int32,
+            constant=1,
+            expression="num_correct_drafts + 1 (num_accept_tokens_filter)",
+        )
     if bs == 0:
         return num_accept_tokens_filter
     create_num_accept_tokens_filter.dispatch(
@@ -975,7 +993,9 @@ def filter_finished_cache_loc(
     if value_checks_enabled(device):
         check_non_negative("num_correct_drafts", num_correct_drafts)
         check_non_negative("num_accept_tokens_filter", num_accept_tokens_filter)
-        if bool((num_accept_tokens_filter.long() > num_correct_drafts.long() + 1).any()):
+        if bool(
+            (num_accept_tokens_filter.long() - 1 > num_correct_drafts.long()).any()
+        ):  # no wrap: both >= 0
             raise ValueError("num_accept_tokens_filter: expected values <= num_correct_drafts + 1")
         _check_capacity(
             "tgt_cache_loc", tgt_cache_loc, _total(num_correct_drafts) + bs, "sum(num_correct_drafts + 1)"
@@ -1124,11 +1144,13 @@ def rebuild_compact_draft_req_to_token(
         check_range("req_pool_indices", req_pool_indices, 0, rows_total)
         check_range("draft_prefix_lens", draft_prefix_lens, 0, draft_req_to_token.shape[1] - block + 1)
         check_non_negative("suffix_start", suffix_start)
-        if bs and bool((suffix_start.long() + draft_prefix_lens.long() > target_req_to_token.shape[1]).any()):
-            raise ValueError(
-                f"suffix_start: suffix_start + draft_prefix_lens must not exceed target_req_to_token's "
-                f"{target_req_to_token.shape[1]} columns"
-            )
+        check_sum_below(
+            "suffix_start",
+            suffix_start,
+            target_req_to_token.shape[1] + 1,
+            plus=draft_prefix_lens,
+            expression="suffix_start + draft_prefix_lens (within target_req_to_token's columns)",
+        )
         check_fits_int32("verify_out_cache_loc", verify_out_cache_loc)
     if bs == 0:
         return draft_req_to_token

@@ -11,7 +11,9 @@ contract, which validates and dispatches.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -23,6 +25,7 @@ from ..validation import (
     check_non_negative,
     check_output,
     check_range,
+    check_sum_below,
     check_tensor,
     common_device,
     new_output,
@@ -59,6 +62,69 @@ def _redirect_masked_lanes(valid: Tensor, *lane_indices: Tensor) -> tuple[Tensor
 
 
 # --------------------------------------------------------------------------------------------------
+# Which buffers share bytes
+
+
+class _Rows(NamedTuple):
+    """Where a ``[slots, *row]`` buffer's rows lie, in bytes: row i is ``[start + i*stride, + size)``."""
+
+    start: int
+    stride: int
+    size: int
+    slots: int
+
+    @property
+    def end(self) -> int:
+        return self.start + (self.slots - 1) * self.stride + self.size
+
+    @staticmethod
+    def of(buffer: Tensor) -> _Rows:
+        element = buffer.element_size()
+        return _Rows(
+            buffer.data_ptr(), buffer.stride(0) * element, buffer.shape[1:].numel() * element, buffer.shape[0]
+        )
+
+
+def _rows_overlap(a: _Rows, b: _Rows) -> bool:
+    """Whether some row of ``a`` and some row of ``b`` share a byte (K and V views of one fused
+    tensor interleave their rows without sharing any)."""
+    if not a.slots or not b.slots or not a.size or not b.size or a.end <= b.start or b.end <= a.start:
+        return False
+    if a.slots == 1 and b.slots == 1:
+        return True  # each span is its one row
+    if a.slots == 1:
+        a = a._replace(stride=b.stride)  # one row: any stride describes it
+    if b.slots == 1:
+        b = b._replace(stride=a.stride)
+    if a.stride == b.stride:
+        # Row j of b minus row i of a is offset + k*stride (k = j - i); the rows meet iff that lies
+        # in (-b.size, a.size). Take the smallest such k in range and test it.
+        offset, stride = b.start - a.start, a.stride
+        k = max((-b.size - offset) // stride + 1, -(a.slots - 1))
+        return k <= b.slots - 1 and offset + k * stride < a.size
+    # Different slot strides (never in one KVBuffers): for each row of a, the first row of b that
+    # ends after it starts.
+    starts = a.start + torch.arange(a.slots, dtype=torch.int64) * a.stride
+    first = torch.div(starts - b.size - b.start, b.stride, rounding_mode="floor").add_(1).clamp_(min=0)
+    meets = (first < b.slots) & (b.start + first * b.stride < starts + a.size)
+    return bool(meets.any())
+
+
+def _first_overlap(rows: Sequence[_Rows], group: Sequence[int] | None = None) -> tuple[int, int] | None:
+    """Indices ``(i, j)``, ``i < j``, of two entries of ``rows`` that share a byte, or None. With
+    ``group`` (an id per entry) only entries of different groups are compared."""
+    open_rows: list[int] = []  # entries whose span reaches past the current start
+    for index in sorted(range(len(rows)), key=lambda i: rows[i].start):
+        current = rows[index]
+        open_rows = [other for other in open_rows if rows[other].end > current.start]
+        for other in open_rows:
+            if (group is None or group[other] != group[index]) and _rows_overlap(rows[other], current):
+                return min(other, index), max(other, index)
+        open_rows.append(index)
+    return None
+
+
+# --------------------------------------------------------------------------------------------------
 # The KVBuffers type
 
 
@@ -81,7 +147,16 @@ class KVBuffers:
             declines the others; the registry records that as a fallback).
     """
 
-    __slots__ = ("buffers", "num_slots", "row_shape", "row_bytes", "ptr_table", "vectorizable")
+    __slots__ = (
+        "buffers",
+        "num_slots",
+        "row_shape",
+        "row_bytes",
+        "ptr_table",
+        "vectorizable",
+        "_rows",
+        "__weakref__",
+    )
 
     def __init__(self, buffers: Sequence[Tensor]) -> None:
         if not isinstance(buffers, (list, tuple)):
@@ -110,14 +185,21 @@ class KVBuffers:
                 "buffers: build KVBuffers outside graph capture (it allocates its pointer table)"
             )
         pointers = [buffer.data_ptr() for buffer in buffers]
-        if first.device.type != "meta" and len(set(pointers)) != len(pointers):
-            raise ValueError("buffers: the same memory is listed twice (it would be moved twice)")
+        rows = [_Rows.of(buffer) for buffer in buffers]
+        shared = None if first.device.type == "meta" else _first_overlap(rows)  # meta holds no bytes
+        if shared is not None:
+            i, j = shared
+            twice = "the same memory is listed twice" if pointers[i] == pointers[j] else "they share memory"
+            raise ValueError(
+                f"buffers: buffers[{i}] and buffers[{j}] overlap ({twice}): their rows would be moved twice"
+            )
         element_size = first.element_size()
         self.buffers: list[Tensor] = list(buffers)
         self.num_slots: int = first.shape[0]
         self.row_shape = torch.Size(first.shape[1:])
         self.row_bytes: int = self.row_shape.numel() * element_size
         self.ptr_table: Tensor = torch.tensor(pointers, dtype=torch.int64, device=first.device)
+        self._rows: tuple[_Rows, ...] = tuple(rows)
         self.vectorizable: bool = (
             self.row_bytes % _VECTOR_BYTES == 0
             and all(pointer % _VECTOR_BYTES == 0 for pointer in pointers)
@@ -150,8 +232,40 @@ def _kv_list(kv: object) -> list[KVBuffers]:
     if isinstance(kv, KVBuffers):
         return [kv]
     if isinstance(kv, (list, tuple)) and kv and all(isinstance(item, KVBuffers) for item in kv):
-        return list(kv)
+        kvs = list(kv)
+        if len(kvs) > 1:
+            _check_disjoint(kvs)
+        return kvs
     raise TypeError(f"kv: expected a KVBuffers or a non-empty list of KVBuffers, got {type(kv).__name__}")
+
+
+#: Lists of KVBuffers found disjoint, by the ids of their items (weak references confirm the ids
+#: still name those objects): an engine passes the same list every step.
+_DISJOINT_LISTS: dict[tuple[int, ...], tuple[weakref.ref[KVBuffers], ...]] = {}
+_MAX_DISJOINT_LISTS = 64
+
+
+def _check_disjoint(kvs: list[KVBuffers]) -> None:
+    """No two KVBuffers of a list share a byte: rows they share would be moved twice (a swap would
+    undo itself). Each KVBuffers checked its own buffers when it was built."""
+    key = tuple(map(id, kvs))
+    known = _DISJOINT_LISTS.get(key)
+    if known is not None and all(ref() is item for ref, item in zip(known, kvs, strict=True)):
+        return
+    if len(set(key)) != len(key):
+        i = key.index(next(k for k in key if key.count(k) > 1))
+        j = key.index(key[i], i + 1)
+        raise ValueError(f"kv: kv[{i}] and kv[{j}] are the same KVBuffers (its rows would be moved twice)")
+    if kvs[0].device.type != "meta":  # meta tensors hold no bytes
+        rows = [row for item in kvs for row in item._rows]
+        owner = [position for position, item in enumerate(kvs) for _ in item._rows]
+        shared = _first_overlap(rows, owner)
+        if shared is not None:
+            i, j = owner[shared[0]], owner[shared[1]]
+            raise ValueError(f"kv: kv[{i}] and kv[{j}] share memory (those rows would be moved twice)")
+    if len(_DISJOINT_LISTS) >= _MAX_DISJOINT_LISTS:
+        _DISJOINT_LISTS.clear()
+    _DISJOINT_LISTS[key] = tuple(weakref.ref(item) for item in kvs)
 
 
 def _kv_devices(kvs: list[KVBuffers]) -> dict[str, Tensor]:
@@ -211,19 +325,34 @@ def _check_move_values(
         segment_ids = torch.arange(segment_lens.numel(), device=tgt_loc.device)
         segment_of_lane = torch.repeat_interleave(segment_ids, segment_lens.long())
     moved = (tgt_loc != -1) & (src_loc != -1)
-    targets, order = tgt_loc[moved].long().sort()
+    # Stable: the lanes of one target stay in lane order, hence in segment order.
+    targets, order = tgt_loc[moved].long().sort(stable=True)
     if targets.numel() == 0:
         return
-    repeated = targets[1:] == targets[:-1]
-    if bool(repeated.any()):
-        slot = int(targets[1:][repeated][0])
-        raise ValueError(f"{tgt_name}: slot {slot} is the target of more than one lane")
-    segment_of_target = segment_of_lane[moved][order]
-    sources = src_loc[moved].long()
-    found = torch.searchsorted(targets, sources).clamp(max=targets.numel() - 1)
-    crossing = (targets[found] == sources) & (segment_of_target[found] != segment_of_lane[moved])
+    sources = src_loc[moved].long()[order]
+    segments = segment_of_lane[moved][order]
+    # Lanes repeating a (target, source) pair are harmless (sglang pads with 0 -> 0 lanes): the
+    # result is the move without the repeats. One target with two sources has no defined result.
+    conflicting = (targets[1:] == targets[:-1]) & (sources[1:] != sources[:-1])
+    if bool(conflicting.any()):
+        at = int(conflicting.nonzero()[0, 0])
+        raise ValueError(
+            f"{tgt_name}: slot {int(targets[at])} is the target of more than one lane, with different sources "
+            f"({int(sources[at])} and {int(sources[at + 1])})"
+        )
+    # A lane moving a slot onto itself writes the bytes the slot holds: it cannot disturb another
+    # segment's read, nor be disturbed. Every other slot a segment reads must be written (if at all)
+    # by that segment alone: its first and last writer (lowest and highest segment) are checked.
+    copies = targets != sources
+    written, writers = targets[copies], segments[copies]
+    if written.numel() == 0:
+        return
+    read, reader = sources[copies], segments[copies]
+    first = torch.searchsorted(written, read).clamp(max=written.numel() - 1)
+    last = (torch.searchsorted(written, read, right=True) - 1).clamp(min=0)
+    crossing = (written[first] == read) & ((writers[first] != reader) | (writers[last] != reader))
     if bool(crossing.any()):
-        slot = int(sources[crossing][0])
+        slot = int(read[crossing][0])
         raise ValueError(
             f"{src_name}: slot {slot} is read by one segment and written by another (segments must not overlap)"
         )
@@ -266,8 +395,11 @@ def move_kv_cache(
     Used after verify to move accepted draft tokens' KV to their committed slots (spec v2), and by
     pools that compact or relocate KV. Within each segment (a run of consecutive lanes) the result is
     as if every source row were read before any target row is written, whatever the overlap; rows of
-    different segments must not overlap (targets of one segment may be neither targets nor sources
-    of another; sharing sources is fine). Lanes whose target or source is -1 are skipped.
+    different segments must not overlap (a slot one segment writes is read by no other segment;
+    sharing sources is fine). Lanes whose target or source is -1 are skipped. Lanes repeating
+    another lane's (target, source) pair are allowed and change nothing (sglang pads with lanes
+    moving slot 0 onto itself); one target with two different sources is an error. The buffers of
+    the KVBuffers in a list must not share memory.
 
     Args:
         kv: a :class:`KVBuffers` or a list of them (all on one device, sharing the slot ids).
@@ -431,12 +563,13 @@ def move_accept_tokens_to_target_kvcache(
         check_range("req_pool_indices", req_pool_indices, 0, num_requests)
         check_non_negative("seq_lens", seq_lens)
         check_range("num_correct_drafts", num_correct_drafts, 0, width)
-        last_column = seq_lens.long() + num_correct_drafts.long()
-        if bool((last_column >= pool_len).any()):
-            raise ValueError(
-                f"seq_lens: seq_lens + num_correct_drafts must stay below req_to_token.shape[1] = {pool_len}, "
-                f"found {int(last_column.max())}"
-            )
+        check_sum_below(
+            "seq_lens",
+            seq_lens,
+            pool_len,
+            plus=num_correct_drafts,
+            expression="seq_lens + num_correct_drafts (the last committed column of req_to_token)",
+        )
         check_range("accept_index", accept_index, 0, out_cache_loc.numel(), allow=-1)
     move_accept_tokens_to_target_kvcache.dispatch(
         device,

@@ -606,7 +606,10 @@ def commit_mamba_states_after_verify(
         when nothing was done.
     """
     check_index("accept_index", accept_index, ndim=2)
-    if states is None or accept_index.numel() == 0:
+    if states is None:
+        return None
+    _check_states(states)
+    if accept_index.numel() == 0:
         return None
     bs = accept_index.shape[0]
     interval = states.mamba_track_interval
@@ -655,6 +658,18 @@ def commit_mamba_states_after_verify(
         mamba_steps_to_track,
     )
     return last_correct_step_indices, mamba_steps_to_track
+
+
+_STATE_ATTRIBUTES = tuple(MambaVerifyStates.__annotations__)
+
+
+def _check_states(states: object) -> None:
+    missing = [name for name in _STATE_ATTRIBUTES if not hasattr(states, name)]
+    if missing:
+        raise TypeError(
+            f"states: expected a MambaVerifyStates (attributes {', '.join(_STATE_ATTRIBUTES)}) or None; "
+            f"{type(states).__name__} lacks {', '.join(missing)}"
+        )
 
 
 def _new_steps(accept_index: Tensor, tracking: bool) -> tuple[Tensor, Tensor | None]:

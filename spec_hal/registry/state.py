@@ -56,6 +56,9 @@ class State:
         self.forced: dict[str, str] = {}
         self.generation = 0
         self.initialized = False
+        #: What the initializer raised (a plugin failing under SPEC_HAL_STRICT=1): raised again by
+        #: every later use, never forgotten while the registry is half-built.
+        self.init_failure: Exception | None = None
         self.initializer: Callable[[], None] | None = None
         self.family_binder: Callable[[DeviceDescriptor], None] | None = None
 
@@ -86,14 +89,20 @@ def set_family_binder(binder: Callable[[DeviceDescriptor], None]) -> None:
 
 
 def ensure_initialized() -> None:
-    if STATE.initialized:
+    if STATE.initialized and STATE.init_failure is None:
         return
     with STATE.lock:
-        if STATE.initialized:
-            return
-        STATE.initialized = True
-        if STATE.initializer is not None:
-            STATE.initializer()
+        if not STATE.initialized:
+            STATE.initialized = True
+            if STATE.initializer is not None:
+                try:
+                    STATE.initializer()
+                except Exception as error:
+                    STATE.init_failure = error
+                    raise
+        earlier = STATE.init_failure
+        if earlier is not None:  # a fresh error each time: re-raising one object grows its traceback
+            raise PluginError(f"spec_hal failed to initialise earlier: {earlier}") from earlier
 
 
 # --------------------------------------------------------------------------------------------------
@@ -101,13 +110,28 @@ def ensure_initialized() -> None:
 
 
 def register_device(descriptor: DeviceDescriptor) -> None:
-    """Add or replace a vendor. An incompatible ``api_version`` is a :class:`PluginError`."""
+    """Add or replace a vendor. An incompatible ``api_version``, or a name that differs from a
+    registered vendor's only in case, is a :class:`PluginError`."""
     if descriptor.api_version != API_VERSION:
         raise PluginError(
             f"device {descriptor.name!r} implements spec_hal API version {descriptor.api_version}, "
             f"this spec_hal implements version {API_VERSION}"
         )
     with STATE.lock:
+        # SPEC_HAL_DEVICE selects without regard to case: two names one case apart would be ambiguous.
+        clash = next(
+            (
+                name
+                for name in STATE.devices
+                if name != descriptor.name and name.lower() == descriptor.name.lower()
+            ),
+            None,
+        )
+        if clash is not None:
+            raise PluginError(
+                f"device {descriptor.name!r}: vendor {clash!r} is registered already; device names "
+                "that differ only in case cannot both be registered (SPEC_HAL_DEVICE ignores case)"
+            )
         STATE.devices[descriptor.name] = descriptor
         STATE.detection = None
         STATE.vendor_by_type.clear()

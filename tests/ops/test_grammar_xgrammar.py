@@ -196,3 +196,75 @@ def test_bare_matcher_is_not_a_grammar(compiled):
     tree = torch.tensor([-1]), torch.tensor([-1]), torch.tensor([0])
     with pytest.raises(ValueError, match="grammar: .*from_xgrammar"):
         traverse_tree(*tree, matcher, torch.zeros((1, (VOCAB_SIZE + 31) // 32), dtype=torch.int32))
+
+
+# --------------------------------------------------------------------------------------------------
+# Bitmask views and widths: xgrammar writes row r at data_ptr + r * width, whatever the strides
+
+
+def _random_tree(compiled, seed: int):
+    rng = random.Random(seed)
+    parents = random_parents(12, rng)
+    next_token, next_sibling = links_from_parents(parents)
+    fresh = lambda: from_xgrammar(matcher_after(compiled["json"], []))  # noqa: E731
+    tokens = guided_draft_tokens(parents, fresh, VOCAB_SIZE, rng, valid_share=0.9)
+    return (torch.tensor(next_token), torch.tensor(next_sibling), torch.tensor(tokens)), fresh
+
+
+VIEWS = {  # (rows and words of the store, the view taken of it) for a bitmask of W words per row
+    "every_other_word": (lambda words: (12, 2 * words), lambda store, words: store[:, ::2]),
+    "wider_rows": (lambda words: (12, words + 3), lambda store, words: store[:, :words]),
+    "every_other_row": (lambda words: (24, words), lambda store, words: store[::2]),
+}
+
+
+@pytest.mark.parametrize("view", sorted(VIEWS))
+def test_a_strided_bitmask_view_is_filled_in_place_and_nothing_outside_it(compiled, view):
+    tree, fresh = _random_tree(compiled, seed=3)
+    words = (VOCAB_SIZE + 31) // 32
+    expected = torch.full((12, words), POISON, dtype=torch.int32)
+    traverse_tree(*tree, fresh(), expected, VOCAB_SIZE)
+    store_shape, take = VIEWS[view]
+    store = torch.full(store_shape(words), POISON, dtype=torch.int32)
+    inside = torch.zeros(store.shape, dtype=torch.bool)
+    take(inside, words).fill_(True)
+    traverse_tree(*tree, fresh(), take(store, words), VOCAB_SIZE)
+    assert torch.equal(take(store, words), expected)
+    assert bool((store[~inside] == POISON).all())
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda words: torch.full((1, words), POISON, dtype=torch.int32).expand(12, words),
+        lambda words: torch.full((12 + words,), POISON, dtype=torch.int32).as_strided((12, words), (1, 1)),
+    ],
+    ids=["stride_0_rows", "overlapping_rows"],
+)
+def test_a_bitmask_whose_rows_share_memory_is_refused_untouched(compiled, make):
+    tree, fresh = _random_tree(compiled, seed=4)
+    bitmask = make((VOCAB_SIZE + 31) // 32)
+    storage = bitmask.as_strided((bitmask.untyped_storage().nbytes() // 4,), (1,))
+    before = storage.clone()
+    grammar = fresh()
+    with pytest.raises(ValueError, match=r"bitmask: elements of the view overlap"):
+        traverse_tree(*tree, grammar, bitmask, VOCAB_SIZE)
+    assert torch.equal(storage, before)
+    assert torch.equal(next_mask(grammar.matcher), next_mask(fresh().matcher))  # state unchanged
+
+
+def test_a_bitmask_width_the_matcher_does_not_fill_is_a_value_error(compiled):
+    tree, fresh = _random_tree(compiled, seed=5)
+    words = (VOCAB_SIZE + 31) // 32
+    wide = torch.zeros((12, words + 1), dtype=torch.int32)
+    message = rf"bitmask: rows of {words + 1} int32 words .* needs {words} words per row"
+    with pytest.raises(ValueError, match=message):
+        traverse_tree(*tree, fresh(), wide)
+    with pytest.raises(ValueError, match=message):
+        traverse_tree(*tree, fresh(), wide, 32 * (words + 1))
+
+    class Request:
+        grammar = fresh()
+
+    with pytest.raises(ValueError, match=rf"rows of {words + 2} int32 words"):
+        generate_token_bitmask([Request()], *(part[None] for part in tree), 32 * (words + 2))

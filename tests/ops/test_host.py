@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from pathlib import Path
 
-import huggingface_hub
 import pytest
 import torch
-from huggingface_hub import constants as hf_constants
-from huggingface_hub.errors import LocalEntryNotFoundError
 
 import spec_hal.registry
-from spec_hal.ops import load_token_map, record_stream_each
+from spec_hal.ops import host, load_token_map, record_stream_each
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
@@ -26,7 +24,12 @@ class NotATensor:
 
 
 @pytest.fixture
-def hub_cache(tmp_path, monkeypatch):
+def hf_constants():
+    return pytest.importorskip("huggingface_hub.constants")  # the optional extra spec-hal[hub]
+
+
+@pytest.fixture
+def hub_cache(tmp_path, monkeypatch, hf_constants):
     """An offline Hugging Face cache in tmp_path; returns a function adding a file to a repo."""
     cache = tmp_path / "hub"
     monkeypatch.setattr(hf_constants, "HF_HUB_CACHE", str(cache))
@@ -82,17 +85,31 @@ def test_missing_repo_or_file_offline(hub_cache):
         assert isinstance(caught.value, ValueError)
 
 
-def test_downloads_only_when_online(hub_cache, tmp_path, monkeypatch):
-    downloaded = saved(tmp_path, torch.tensor([4, 2]), "downloaded.pt")
+def fake_hub(monkeypatch, downloaded: Path | None) -> list[tuple]:
+    """Replace hf_hub_download: nothing is cached; a download returns ``downloaded`` (None: fails as
+    an unreachable hub does). Returns the list of calls made."""
+    import huggingface_hub
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
     calls = []
 
     def fake_download(repo_id, filename, *, cache_dir=None, local_files_only=False):
         calls.append((repo_id, filename, cache_dir, local_files_only))
-        if local_files_only:
-            raise LocalEntryNotFoundError("not cached")
+        if local_files_only or downloaded is None:
+            raise LocalEntryNotFoundError("not cached" if local_files_only else "cannot reach the hub")
         return str(downloaded)
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
+    return calls
+
+
+def hub_answers(monkeypatch) -> None:
+    monkeypatch.setattr(host, "_unreachable", lambda endpoint: None)
+
+
+def test_downloads_only_when_online(hub_cache, hf_constants, tmp_path, monkeypatch):
+    calls = fake_hub(monkeypatch, saved(tmp_path, torch.tensor([4, 2]), "downloaded.pt"))
+    hub_answers(monkeypatch)
     with pytest.raises(FileNotFoundError):
         load_token_map("org/repo/map.pt")
     assert [call[3] for call in calls] == [True]  # offline: the cache only
@@ -106,14 +123,53 @@ def test_downloads_only_when_online(hub_cache, tmp_path, monkeypatch):
     ]
 
 
-def test_failed_download_is_explained(hub_cache, monkeypatch):
-    def unreachable(repo_id, filename, *, cache_dir=None, local_files_only=False):
-        raise LocalEntryNotFoundError("cannot reach the hub")
-
-    monkeypatch.setattr(huggingface_hub, "hf_hub_download", unreachable)
+def test_failed_download_is_explained(hub_cache, hf_constants, monkeypatch):
+    fake_hub(monkeypatch, None)
+    hub_answers(monkeypatch)
     monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", False)
-    with pytest.raises(FileNotFoundError, match="could not get 'map.pt' from Hugging Face repo 'org/repo'"):
+    with pytest.raises(
+        FileNotFoundError, match="as Hugging Face repo 'org/repo', file 'map.pt', could not get it"
+    ):
         load_token_map("org/repo/map.pt")
+
+
+def test_an_unreachable_hub_fails_at_once_naming_both_readings(hub_cache, hf_constants, monkeypatch):
+    calls = fake_hub(monkeypatch, None)
+    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", False)
+    for var in ("https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(var, raising=False)
+    probed = []
+
+    def no_route(address, timeout=None, *args, **kwargs):
+        probed.append((address, timeout))
+        raise OSError("Network is unreachable")
+
+    monkeypatch.setattr(socket, "create_connection", no_route)
+    with pytest.raises(FileNotFoundError) as caught:
+        load_token_map("org/repo/map.pt")
+    message = str(caught.value)
+    assert f"no local file {os.path.abspath('org/repo/map.pt')}" in message
+    assert "as Hugging Face repo 'org/repo', file 'map.pt'" in message
+    hub = hf_constants.ENDPOINT.split("://")[1].split("/")[0]
+    assert f"offline (cannot connect to {hub}:443: Network is unreachable)" in message
+    assert [call[3] for call in calls] == [True]  # the cache only: no download with its retries
+    assert probed == [((hub, 443), host.HUB_PROBE_SECONDS)]
+
+
+def test_hf_hub_offline_names_both_readings(hub_cache):
+    with pytest.raises(FileNotFoundError, match="no local file .*org/repo/map.pt; as Hugging Face repo"):
+        load_token_map("org/repo/map.pt")
+
+
+def test_without_huggingface_hub_the_extra_is_named(tmp_path, monkeypatch):
+    monkeypatch.delenv("SPEC_HAL_USE_MODELSCOPE", raising=False)
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # an import of it fails, installed or not
+    with pytest.raises(
+        FileNotFoundError, match=r"no local file .*needs huggingface_hub: pip install \"spec-hal\[hub\]\""
+    ) as caught:
+        load_token_map("org/repo/map.pt")
+    assert isinstance(caught.value, ValueError)
+    assert load_token_map(saved(tmp_path, [3, 1])).tolist() == [3, 1]  # local files need no hub
 
 
 def test_modelscope_requested_but_missing(hub_cache, monkeypatch):
@@ -133,7 +189,7 @@ def test_invalid_repo_id_and_device(tmp_path, hub_cache):
 def test_not_a_file(tmp_path, hub_cache):
     with pytest.raises(ValueError, match="is not a file"):
         load_token_map(tmp_path)
-    with pytest.raises(FileNotFoundError, match="no such file"):
+    with pytest.raises(FileNotFoundError, match="no local file .*absent.pt"):
         load_token_map(tmp_path / "absent.pt")
     with pytest.raises(TypeError, match="path: expected a str"):
         load_token_map(42)
@@ -173,6 +229,27 @@ def test_pickled_objects_are_refused(tmp_path):
 def test_bad_content(tmp_path, content, vocab_size, match):
     with pytest.raises(ValueError, match=match):
         load_token_map(saved(tmp_path, content), vocab_size=vocab_size)
+
+
+@pytest.mark.parametrize(
+    "content, match",
+    [
+        (torch.tensor([1, 2, 3]).to_sparse(), "holds a torch.sparse_coo tensor"),
+        (torch.zeros(3, dtype=torch.int64, device="meta"), "holds a meta tensor"),
+        (torch.tensor([1, 2], dtype=torch.uint64), "holds a torch.uint64 tensor"),
+    ],
+)
+def test_tensors_without_plain_ids_are_value_errors(tmp_path, content, match):
+    with pytest.raises(ValueError, match=match):
+        load_token_map(saved(tmp_path, content))
+
+
+def test_a_device_this_torch_lacks_is_a_value_error(tmp_path):
+    missing = next((kind for kind in ("cuda", "xpu", "mps") if not getattr(torch, kind).is_available()), None)
+    if missing is None:
+        pytest.skip("cuda, xpu and mps are all available here")
+    with pytest.raises(ValueError, match=f"device: cannot place the token map on {missing}:0"):
+        load_token_map(saved(tmp_path, [1, 2]), device=f"{missing}:0")
 
 
 def test_bad_vocab_size(tmp_path):

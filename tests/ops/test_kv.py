@@ -247,6 +247,11 @@ def test_vectorizable_is_part_of_the_move_variant():
         assert variant == (torch.int32, torch.int64, None, vectorizable)
 
 
+def _shifted_views() -> list[torch.Tensor]:
+    shared = torch.zeros(5, 2)
+    return [shared[:-1], shared[1:]]
+
+
 @pytest.mark.parametrize(
     ("buffers", "error", "match"),
     [
@@ -258,11 +263,83 @@ def test_vectorizable_is_part_of_the_move_variant():
         ([torch.zeros(2, 4).t()], ValueError, "contiguous"),
         ([torch.zeros(10).as_strided((4, 4), (2, 1))], ValueError, "overlap"),
         ([torch.zeros(4, 2)] * 2, ValueError, "twice"),
+        ([torch.zeros(4, 2), torch.zeros(5, 2)[1:]], None, None),  # a control: distinct memory
+        # views that share rows without sharing a start: row i of one is row i - 1 of the other
+        (_shifted_views(), ValueError, r"buffers\[0\] and buffers\[1\] overlap \(they share memory\)"),
     ],
 )
 def test_kvbuffers_rejects(buffers, error, match):
+    if error is None:
+        KVBuffers(buffers)
+        return
     with pytest.raises(error, match=match):
         KVBuffers(buffers)
+
+
+def _ramp(num_slots: int = 8) -> torch.Tensor:
+    return torch.arange(float(num_slots))[:, None].repeat(1, 4)
+
+
+@pytest.mark.parametrize("second", ["same_object", "same_tensor", "a_view_of_it"])
+def test_kvbuffers_listed_twice_are_refused_before_anything_moves(second):
+    rows = _ramp()
+    kv = KVBuffers([rows])
+    other = {
+        "same_object": lambda: kv,
+        "same_tensor": lambda: KVBuffers([rows]),
+        "a_view_of_it": lambda: KVBuffers([rows[2:6]]),
+    }[second]()
+    with pytest.raises(ValueError, match=r"kv: kv\[0\] and kv\[1\]"):
+        move_kv_cache(
+            [kv, other], torch.tensor([5, 6]), torch.tensor([6, 5])
+        )  # a swap, done twice, undoes itself
+    assert torch.equal(rows, _ramp())
+
+
+def test_k_and_v_views_of_one_fused_tensor_may_be_separate_kvbuffers_of_a_list():
+    fused = torch.arange(8.0)[:, None, None].repeat(1, 2, 4)
+    fused[:, 1] += 100
+    kv = [KVBuffers([fused[:, 0]]), KVBuffers([fused[:, 1]])]  # interleaved rows, no shared byte
+    for _ in range(2):  # the second call takes the cached answer for this list
+        move_kv_cache(kv, torch.tensor([5, 6]), torch.tensor([6, 5]))
+    assert fused[:, 0, 0].tolist() == [0, 1, 2, 3, 4, 5, 6, 7]  # swapped twice: back in place
+    assert fused[:, 1, 0].tolist() == [100 + s for s in range(8)]
+
+
+@pytest.mark.parametrize("segmented", [False, True])
+@pytest.mark.parametrize("seed", range(4))
+def test_lanes_repeating_a_move_give_the_move_without_them(segmented, seed):
+    gen = torch.Generator().manual_seed(seed)
+    num_slots, lanes = 32, 10
+    slots = torch.randperm(num_slots, generator=gen)
+    tgt, src = slots[:lanes].clone(), slots[lanes : 2 * lanes].clone()
+    repeats = torch.randint(0, lanes, (6,), generator=gen)
+    padded_tgt = torch.cat([tgt, tgt[repeats], torch.zeros(4, dtype=torch.int64)])  # sglang pads 0 -> 0
+    padded_src = torch.cat([src, src[repeats], torch.zeros(4, dtype=torch.int64)])
+    order = torch.randperm(padded_tgt.numel(), generator=gen)
+    segment_lens = torch.tensor([padded_tgt.numel()]) if segmented else None
+    expected, actual = _ramp(num_slots), _ramp(num_slots)
+    move_kv_cache(KVBuffers([expected]), tgt, src)
+    move_kv_cache(KVBuffers([actual]), padded_tgt[order], padded_src[order], segment_lens)
+    assert torch.equal(actual, expected)
+
+
+def test_one_target_with_two_sources_is_still_refused():
+    rows = _ramp()
+    with pytest.raises(
+        ValueError, match="tgt_loc: slot 0 is the target of more than one lane, with different sources"
+    ):
+        move_kv_cache(KVBuffers([rows]), torch.tensor([1, 0, 0]), torch.tensor([2, 0, 3]))
+    assert torch.equal(rows, _ramp())
+
+
+def test_self_moves_in_several_segments_do_not_count_as_segment_overlap():
+    rows = _ramp()
+    # segment 0 reads slot 0 while segment 1 writes slot 0 with its own bytes (a 0 -> 0 pad lane)
+    move_kv_cache(
+        KVBuffers([rows]), torch.tensor([3, 0, 0, 4]), torch.tensor([0, 0, 0, 5]), torch.tensor([2, 2])
+    )
+    assert rows[:, 0].tolist() == [0, 1, 2, 0, 5, 5, 6, 7]
 
 
 # --------------------------------------------------------------------------------------------------

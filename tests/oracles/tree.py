@@ -177,7 +177,7 @@ def tree_sampling(
 ):
     bs, num_nodes = candidates.shape
     width = accept_index.shape[1]
-    t_single, t_acc = max(t_single, 1e-9), max(t_acc, 1e-9)
+    t_acc = max(t_acc, 1e-9)  # only threshold_acc is clamped (it divides), as sglang
     cand, ri_l, nt_l, ns_l = candidates.tolist(), ri.tolist(), nt.tolist(), ns.tolist()
     for b in range(bs):
         state = {"acc": 0.0, "step": None}

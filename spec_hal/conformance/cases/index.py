@@ -1,4 +1,4 @@
-"""Conformance cases of family A, index plumbing (spec ops.md §A).
+"""Conformance cases of family A, index plumbing (docs/ops/index.md).
 
 Every builder takes the same keyword sizes (``bs``, ``topk``, ``num_steps``, ``page_size``,
 ``idx_dtype``, ``seed``; an op ignores the ones it has no use for) and returns the op's keyword
@@ -768,6 +768,19 @@ def bad_cases() -> list[BadCase]:
             value_check=True,
             seq_lens=with_entry(0, 10_000),
         ),
+        # An int64 sum inside the check would wrap below the row length.
+        *(
+            bad_case(
+                op,
+                "seq_lens-int64-max",
+                valid[op],
+                ValueError,
+                "seq_lens",
+                value_check=True,
+                seq_lens=with_entry(0, 2**63 - 1),
+            )
+            for op in (a3, a4)
+        ),
         bad_case(
             a3,
             "seq_lens-negative",
@@ -800,6 +813,16 @@ def bad_cases() -> list[BadCase]:
             "positions",
             value_check=True,
             positions=with_entry(0, -1),
+        ),
+        # sum(positions) wraps int64 to a negative total
+        bad_case(
+            a4,
+            "positions-sum-wraps-int64",
+            valid[a4],
+            ValueError,
+            "positions",
+            value_check=True,
+            positions=lambda t: torch.full_like(t, 2**62),
         ),
         bad_case(
             a4,
@@ -976,6 +999,15 @@ def bad_cases() -> list[BadCase]:
         ),
         bad_case(
             a7,
+            "seq_lens-int64-overflow",
+            valid[a7],
+            ValueError,
+            "seq_lens",
+            value_check=True,
+            seq_lens=torch.full((3,), 2**63 - 1),
+        ),
+        bad_case(
+            a7,
             "seq_lens-int32-overflow",
             valid[a7],
             ValueError,
@@ -1017,6 +1049,16 @@ def bad_cases() -> list[BadCase]:
             "num_accept_tokens_filter",
             value_check=True,
             num_accept_tokens_filter=with_entry(0, 100),
+        ),
+        # sum(num_correct_drafts + 1) wraps int64 to a total below len(tgt_cache_loc)
+        bad_case(
+            a7f,
+            "ncd-sum-wraps-int64",
+            valid[a7f],
+            ValueError,
+            "tgt_cache_loc",
+            value_check=True,
+            num_correct_drafts=lambda t: torch.full_like(t, 2**62),
         ),
         bad_case(
             a7f,

@@ -183,6 +183,33 @@ def _golden_move_expected() -> dict[str, Any]:
     return {"kv": [rows.clone(), rows + 100]}
 
 
+def _golden_repeated_lanes_build(device: torch.device) -> dict[str, Any]:
+    # sglang pads its lists with 0 -> 0 lanes, and a lane may repeat another's (target, source):
+    # both change nothing. Segment 0 shifts rows 2, 3 down to 1, 2, then pads; segment 1 swaps rows
+    # 5 and 6, repeats its 5 <- 6 lane and pads.
+    return {
+        "kv": _ramp_kv(device),
+        "tgt_loc": torch.tensor([1, 2, 0, 5, 6, 5, 0, 0], device=device),
+        "src_loc": torch.tensor([2, 3, 0, 6, 5, 6, 0, 0], device=device),
+        "segment_lens": torch.tensor([3, 5], device=device),
+    }
+
+
+def _golden_zero_padded_build(device: torch.device) -> dict[str, Any]:
+    # sglang's B2 move: one segment, accepted moves first, the tail zero-padded.
+    return {
+        "kv": _ramp_kv(device),
+        "tgt_loc": torch.tensor([3, 4, 0, 0, 0], dtype=torch.int32, device=device),
+        "src_loc": torch.tensor([6, 7, 0, 0, 0], dtype=torch.int32, device=device),
+        "segment_lens": None,
+    }
+
+
+def _golden_zero_padded_expected() -> dict[str, Any]:
+    rows = torch.tensor([0, 1, 2, 6, 7, 5, 6, 7], dtype=torch.float32)[:, None].expand(8, 4)
+    return {"kv": [rows.clone(), rows + 100]}
+
+
 def _golden_accept_build(device: torch.device) -> dict[str, Any]:
     # D = 3, W = 3. Request 0 (row 1, seq_len 2): nodes 0 and 2 accepted -> positions 2, 3.
     # Request 1 (row 0, seq_len 5): root only.
@@ -274,6 +301,26 @@ def cases() -> list[Case]:
     )
     found.append(
         Case(
+            "move_kv_cache",
+            "repeated and 0 -> 0 lanes",
+            "golden",
+            _golden_repeated_lanes_build,
+            _golden_move_expected,  # the same move as "overlap and swap"
+            small=True,
+        )
+    )
+    found.append(
+        Case(
+            "move_kv_cache",
+            "zero-padded like sglang",
+            "golden",
+            _golden_zero_padded_build,
+            _golden_zero_padded_expected,
+            small=True,
+        )
+    )
+    found.append(
+        Case(
             "move_accept_tokens_to_target_kvcache",
             "two requests",
             "golden",
@@ -290,6 +337,16 @@ def bad_cases() -> list[BadCase]:
     move, accept = _golden_move_build, _golden_accept_build
     return [
         bad_case("move_kv_cache", "kv a list of tensors", move, TypeError, "kv", kv=[torch.zeros(4, 2)]),
+        # Rows in both would move twice (a swap would undo itself).
+        bad_case("move_kv_cache", "the same KVBuffers twice", move, ValueError, "kv", kv=lambda kv: [kv, kv]),
+        bad_case(
+            "move_kv_cache",
+            "two KVBuffers over one tensor",
+            move,
+            ValueError,
+            "kv",
+            kv=lambda kv: [kv, KVBuffers(kv.buffers[1:])],
+        ),
         bad_case("move_kv_cache", "float tgt_loc", move, TypeError, "tgt_loc", tgt_loc=torch.zeros(5)),
         bad_case(
             "move_kv_cache", "src_loc length", move, ValueError, "src_loc", src_loc=torch.tensor([2, 3, 4, 6])
@@ -423,6 +480,16 @@ def bad_cases() -> list[BadCase]:
             "seq_lens",
             value_check=True,
             seq_lens=torch.tensor([-1, 5]),
+        ),
+        # seq_lens + num_correct_drafts would wrap int64 below the pool length
+        bad_case(
+            "move_accept_tokens_to_target_kvcache",
+            "seq_lens at int64 max",
+            accept,
+            ValueError,
+            "seq_lens",
+            value_check=True,
+            seq_lens=torch.tensor([2**63 - 1, 5]),
         ),
         bad_case(
             "move_accept_tokens_to_target_kvcache",

@@ -608,6 +608,9 @@ def bad_cases() -> list[BadCase]:
         ),
         bad_case(g3, "float accept_index", commit, TypeError, "accept_index", accept_index=torch.zeros(3, 4)),
         bad_case(
+            g3, "states not MambaVerifyStates", commit, TypeError, "states", states={"ssm_states": None}
+        ),
+        bad_case(
             g3, "accept_lens length", commit, ValueError, "accept_lens", accept_lens=torch.tensor([1, 1])
         ),
         bad_case(g3, "tracking without seq_lens", commit, ValueError, "seq_lens", seq_lens=None),

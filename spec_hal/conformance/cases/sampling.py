@@ -751,6 +751,7 @@ def bad_cases() -> list[BadCase]:
         bad_case("renorm_draft_probs", "probs_dtype", renorm, TypeError, "probs", probs=lambda x: x.double()),
         bad_case("renorm_draft_probs", "probs_shape", renorm, ValueError, "probs", probs=lambda x: x[:, 1:]),
         bad_case("renorm_draft_probs", "zero_temperature", renorm, ValueError, "temperatures", value_check=True, temperatures=with_entry((1, 0), 0)),
+        bad_case("renorm_draft_probs", "nan_temperature", renorm, ValueError, "temperatures", value_check=True, temperatures=with_entry((1, 0), math.nan)),
         # D4
         bad_case("sample_draft_proposal", "int_logits", sample_draft, TypeError, "logits", logits=lambda x: x.long()),
         bad_case("sample_draft_proposal", "temperatures_f64", sample_draft, TypeError, "temperatures", temperatures=lambda x: x.double()),
@@ -759,6 +760,7 @@ def bad_cases() -> list[BadCase]:
         bad_case("sample_draft_proposal", "out_length", sample_draft, ValueError, "out", out=lambda o: o[:2]),
         bad_case("sample_draft_proposal", "out_x_dtype", sample_draft, TypeError, r"out\[2\]", out=lambda o: (o[0], o[1], o[2].int())),
         bad_case("sample_draft_proposal", "negative_temperature", sample_draft, ValueError, "temperatures", value_check=True, temperatures=with_entry((0, 0), -1)),
+        bad_case("sample_draft_proposal", "nan_temperature", sample_draft, ValueError, "temperatures", value_check=True, temperatures=with_entry((2, 0), math.nan)),
         # D5
         bad_case("select_top_k_tokens", "negative_step", select0, ValueError, "i", i=-1),
         bad_case("select_top_k_tokens", "topk_zero", select0, ValueError, "topk", topk=0),
@@ -779,6 +781,8 @@ def bad_cases() -> list[BadCase]:
         bad_case("draft_topk1_postprocess", "column_out_of_range", draft, ValueError, "draft_token_column", draft_token_column=3),
         bad_case("draft_topk1_postprocess", "negative_column", draft, ValueError, "draft_token_column", draft_token_column=-1),
         bad_case("draft_topk1_postprocess", "positions_device", draft, ValueError, "positions", positions=lambda x: x.to("meta")),
+        # positions += 1 would wrap to the dtype's minimum
+        bad_case("draft_topk1_postprocess", "positions_at_dtype_max", draft, ValueError, "positions", value_check=True, positions=lambda x: x.clone().fill_(torch.iinfo(x.dtype).max)),
         # D6 verify
         bad_case("target_verify_topk1_postprocess", "logits_rows", verify, ValueError, "logits", logits=lambda x: x[1:]),
         bad_case("target_verify_topk1_postprocess", "candidates_f32", verify, TypeError, "candidates", candidates=lambda x: x.float()),
@@ -791,6 +795,8 @@ def bad_cases() -> list[BadCase]:
         bad_case("target_verify_topk1_postprocess", "retrieve_index_out_of_range", verify, ValueError, "retrieve_index", value_check=True, retrieve_index=with_entry((1, 2), 12)),
         bad_case("target_verify_topk1_postprocess", "next_token_out_of_range", verify, ValueError, "retrieve_next_token", value_check=True, retrieve_next_token=with_entry((0, 1), 4)),
         bad_case("target_verify_topk1_postprocess", "negative_seq_len", verify, ValueError, "seq_lens", value_check=True, seq_lens=with_entry((2,), -1)),
+        # new_seq_lens = seq_lens + accept_lens would wrap int64
+        bad_case("target_verify_topk1_postprocess", "seq_len_at_int64_max", verify, ValueError, "seq_lens", value_check=True, seq_lens=torch.tensor([1, 2**63 - 1, 3])),
         bad_case("target_verify_topk1_postprocess", "candidate_narrowing", partial(verify, num_simulated_accept_tokens=3, use_real_draft_tokens=True), ValueError, "candidates", value_check=True, candidates=with_entry((0, 1), 2**40)),
         # D6 extend
         bad_case("draft_extend_topk1_postprocess", "row_indices_f32", extend, TypeError, "row_indices", row_indices=lambda x: x.float()),

@@ -458,6 +458,18 @@ def cases() -> list[Case]:
             **base,
         )
     )
+    # sglang's thresholds (0, 0): children of target probability 0 are accepted (p >= 0).
+    out.append(
+        _case(
+            "tree_speculative_sampling_target_only",
+            "zero_thresholds",
+            "edge",
+            unchecked=("draft_probs",),
+            threshold_single=0.0,
+            threshold_acc=0.0,
+            **base,
+        )
+    )
     chain = {k: v for k, v in base.items() if k != "topk"}
     out.append(_case("chain_speculative_sampling", "draft_rows_d", "edge", full_draft_rows=True, **chain))
     out.append(_case("chain_speculative_sampling", "nan_draft_rows", "edge", nan_rows=True, **chain))
@@ -594,6 +606,31 @@ def _golden_sampling_expected():
     }
 
 
+def _golden_zero_thresholds(device):
+    # Same tree, V = 4, thresholds (0, 0) as sglang's own test uses them: only threshold_acc is
+    # clamped, so a child of target probability 0 is accepted (p >= threshold_single = 0). Node 1
+    # (token 1, p = 0 under the root) is accepted, then node 3 (token 3, p = 0 under node 1): all
+    # W - 1 accepted, the bonus is sampled from node 3's target row [0, 0, 0.25, 0.75] with coin
+    # 0.7 -> token 3. (Clamping threshold_single too would reject node 1 and accept node 2.)
+    kwargs = _golden_sampling(device)
+    kwargs["candidates"] = torch.tensor([[0, 1, 2, 3, 0]], device=device)
+    target = torch.full((1, 5, 4), 0.25)
+    target[0, 0] = torch.tensor([0.5, 0.0, 0.5, 0.0])
+    target[0, 1] = torch.tensor([0.25, 0.25, 0.5, 0.0])
+    target[0, 3] = torch.tensor([0.0, 0.0, 0.25, 0.75])
+    kwargs.update(target_probs=target.to(device), threshold_single=0.0, threshold_acc=0.0)
+    return kwargs
+
+
+def _golden_zero_thresholds_expected():
+    return {
+        "predicts": torch.tensor([1, 3, 0, 3, 0], dtype=torch.int32),
+        "accept_index": torch.tensor([[0, 1, 3]], dtype=torch.int32),
+        "num_correct_drafts": torch.tensor([2], dtype=torch.int32),
+        "draft_probs": torch.zeros(1, 5, 4),
+    }
+
+
 def _golden_chain(device):
     # D = 3, V = 4. Step 1: x = 2, p = 0.5, q = 0.25, coin 0.9: 0.225 < 0.5 accepted.
     # Step 2: x = 1, p = 0.125, q = 0.5, coin 0.5: 0.25 >= 0.125 rejected. Residual row 1:
@@ -707,6 +744,14 @@ def _golden_cases() -> list[Case]:
             "golden",
             _golden_sampling,
             _golden_sampling_expected,
+            True,
+        ),
+        Case(
+            "tree_speculative_sampling_target_only",
+            "golden_zero_thresholds",
+            "golden",
+            _golden_zero_thresholds,
+            _golden_zero_thresholds_expected,
             True,
         ),
         Case("chain_speculative_sampling", "golden", "golden", _golden_chain, _golden_chain_expected, True),
@@ -1049,5 +1094,28 @@ def bad_cases() -> list[BadCase]:
         ),
         bad_case(
             reconstruct, "zero_nodes", valid[reconstruct], ValueError, "draft_token_num", draft_token_num=0
+        ),
+        # positions = seq_lens + depth would wrap int64
+        *(
+            bad_case(
+                op,
+                "seq_lens_at_int64_max",
+                valid[op],
+                ValueError,
+                "seq_lens",
+                value_check=True,
+                seq_lens=lambda s: torch.full_like(s, 2**63 - 1),
+            )
+            for op in (build, reconstruct)
+        ),
+        # D*sum(seq_lens) as an int64 sum would wrap below the mask's size
+        bad_case(
+            build,
+            "full_mask_sum_wraps_int64",
+            partial(valid[build], mode=0),
+            ValueError,
+            "tree_mask",
+            value_check=True,
+            seq_lens=lambda s: torch.full_like(s, 2**62),
         ),
     ]

@@ -102,9 +102,12 @@ def check_temperatures(temperatures: object, batch: int) -> Tensor:
 
 
 def check_positive_temperatures(temperatures: Tensor, device: torch.device) -> None:
-    # A zero temperature would make the whole row NaN (sglang maps greedy requests to 1.0).
-    if value_checks_enabled(device) and temperatures.numel() and bool((temperatures <= 0).any()):
-        raise ValueError(f"temperatures: expected positive values, found {float(temperatures.min())}")
+    # A zero or NaN temperature would make the whole row NaN (sglang maps greedy requests to 1.0).
+    # "not > 0" catches NaN, which every comparison rejects.
+    if value_checks_enabled(device) and temperatures.numel():
+        bad = ~(temperatures > 0)
+        if bool(bad.any()):
+            raise ValueError(f"temperatures: expected positive values, found {float(temperatures[bad][0])}")
 
 
 def check_float_matrix(name: str, value: object) -> Tensor:

@@ -16,6 +16,7 @@ from ...validation import (
     check_non_negative,
     check_positive_int,
     check_range,
+    check_sum_fits,
     check_tensor,
     common_device,
     value_checks_enabled,
@@ -98,6 +99,8 @@ def draft_topk1_postprocess(
     ]
     topk_p, topk_index = outputs(out, specs, device)
     assert topk_p is not None and topk_index is not None
+    if value_checks_enabled(device):
+        check_sum_fits("positions", positions, positions.dtype, constant=1, expression="positions + 1")
     if batch > 0:
         draft_topk1_postprocess.dispatch(
             device, logits, positions, draft_tokens, draft_token_column, topk_p, topk_index
@@ -297,6 +300,13 @@ def target_verify_topk1_postprocess(
         check_range("retrieve_index", retrieve_index, 0, batch * draft_token_num)
         check_range("retrieve_next_token", retrieve_next_token, 0, draft_token_num, allow=-1)
         check_non_negative("seq_lens", seq_lens)
+        check_sum_fits(
+            "seq_lens",
+            seq_lens,
+            torch.int64,
+            constant=draft_token_num,
+            expression="seq_lens + accept_lens (<= D)",
+        )
         if use_real_draft_tokens:
             check_fits_int32("candidates", candidates[:, 1:num_simulated_accept_tokens])
     specs: list[OutputSpec | None] = [

@@ -25,7 +25,7 @@ BITPACK_DTYPES = (
     torch.int64,
 )
 MAX_BITPACK_NODES = 32
-#: Floor of the sampling thresholds (as the kernels): avoids a division by zero.
+#: Floor of ``threshold_acc`` (as sglang; the only threshold clamped): avoids a division by zero.
 MIN_THRESHOLD = 1e-9
 
 

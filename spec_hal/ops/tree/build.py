@@ -16,8 +16,10 @@ from ...validation import (
     check_output,
     check_positive_int,
     check_range,
+    check_sum_fits,
     check_tensor,
     common_device,
+    exact_sum,
     new_output,
     value_checks_enabled,
 )
@@ -332,9 +334,16 @@ def build_tree_kernel_efficient(
 
     if value_checks_enabled(device):
         check_non_negative("seq_lens", seq_lens)
+        check_sum_fits(
+            "seq_lens",
+            seq_lens,
+            torch.int64,
+            constant=num_steps,
+            expression="seq_lens + depth (<= num_steps)",
+        )
         check_range("selected_index", selected_index, 0, topk + (num_steps - 1) * topk * topk)
         if mode == FULL_MASK:
-            needed = num_nodes * int(seq_lens.long().sum()) + bs * num_nodes * num_nodes
+            needed = num_nodes * exact_sum(seq_lens) + bs * num_nodes * num_nodes
             if tree_mask.numel() < needed:
                 raise ValueError(
                     f"tree_mask: FULL_MASK needs D*sum(seq_lens) + bs*D*D = {needed} entries, has {tree_mask.numel()}"

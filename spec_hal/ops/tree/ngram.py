@@ -11,8 +11,10 @@ from ...validation import (
     check_non_negative,
     check_output,
     check_positive_int,
+    check_sum_fits,
     check_tensor,
     common_device,
+    exact_sum,
     new_output,
     value_checks_enabled,
 )
@@ -72,7 +74,7 @@ def pack_ngram_full_mask(
     check_output("full_mask", full_mask, dtype=torch.bool, device=device, ndim=1)
     if value_checks_enabled(device):
         check_non_negative("seq_lens", seq_lens)
-        needed = num_nodes * int(seq_lens.long().sum()) + bs * num_nodes * num_nodes
+        needed = num_nodes * exact_sum(seq_lens) + bs * num_nodes * num_nodes
         if full_mask.numel() < needed:
             raise ValueError(
                 f"full_mask: needs D*sum(seq_lens) + bs*D*D = {needed} entries, has {full_mask.numel()}"
@@ -156,6 +158,9 @@ def reconstruct_indices_from_tree_mask(
         links.append(check_output(name, given, dtype=torch.int64, device=device, shape=(bs, num_nodes)))
     if value_checks_enabled(device):
         check_non_negative("seq_lens", seq_lens)
+        check_sum_fits(
+            "seq_lens", seq_lens, torch.int64, constant=num_nodes - 1, expression="seq_lens + depth (< D)"
+        )
     if bs > 0:
         reconstruct_indices_from_tree_mask.dispatch(device, tree_mask, seq_lens, num_nodes, positions, *links)
     return (positions, *links)  # type: ignore[return-value]

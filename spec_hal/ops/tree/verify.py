@@ -296,7 +296,9 @@ def tree_speculative_sampling_target_only(
         uniform_samples_for_final_sampling: ``[bs]`` float32.
         target_probs: ``[bs, D, V]`` float32, the target's distribution after each node.
         draft_probs: inout scratch ``[bs, D, V]`` float32, zeros for target-only verification.
-        threshold_single, threshold_acc: acceptance thresholds (clamped to >= 1e-9); 1.0 is lossless.
+        threshold_single: accept a child whose target probability is at least this (used as given:
+            0 accepts the first usable child); 1.0 is lossless.
+        threshold_acc: the running sum is divided by this (clamped to >= 1e-9); 1.0 is lossless.
         deterministic: ignored (the result is always deterministic).
     """
     links = {"retrieve_next_token": retrieve_next_token, "retrieve_next_sibling": retrieve_next_sibling}
@@ -306,7 +308,9 @@ def tree_speculative_sampling_target_only(
     vocab = _check_probs(candidates, uniform_samples, uniform_samples_for_final_sampling, target_probs)
     check_tensor("draft_probs", draft_probs, dtype=torch.float32, shape=(bs, num_nodes, vocab))
     common_device(candidates=candidates, draft_probs=draft_probs)
-    threshold_single = max(check_float("threshold_single", threshold_single), MIN_THRESHOLD)
+    # As sglang: threshold_acc is clamped (it divides); threshold_single is used as given, so 0
+    # accepts the first usable child (p >= 0).
+    threshold_single = check_float("threshold_single", threshold_single)
     threshold_acc = max(check_float("threshold_acc", threshold_acc), MIN_THRESHOLD)
     if not isinstance(deterministic, bool):
         raise TypeError(f"deterministic: expected a bool, got {type(deterministic).__name__}")
