@@ -26,8 +26,23 @@ def strict() -> bool:
     return _flag(ENV_STRICT)
 
 
+_debug: bool | None = None
+
+
 def debug() -> bool:
-    return _flag(ENV_DEBUG)
+    """``SPEC_HAL_DEBUG``, read on the first call that asks and kept (every accelerator op call
+    asks: an environment read each time would cost more than the checks it gates); :func:`reload`
+    reads it again."""
+    global _debug
+    if _debug is None:
+        _debug = _flag(ENV_DEBUG)
+    return _debug
+
+
+def reload() -> None:
+    """Read the cached variables again at their next use (after changing ``SPEC_HAL_DEBUG``)."""
+    global _debug
+    _debug = None
 
 
 def use_modelscope() -> bool:

@@ -54,15 +54,20 @@ def check_tensor(
             )
     if shape is not None:
         sizes = value.shape
-        if len(sizes) != len(shape):
-            raise ValueError(f"{name}: expected a {len(shape)}-D tensor, got shape {tuple(sizes)}")
-        for axis, (want, got_size) in enumerate(zip(shape, sizes, strict=True)):
-            if want is not None and want != got_size:
-                expected = tuple("*" if s is None else s for s in shape)
-                raise ValueError(f"{name}: expected shape {expected}, got {tuple(sizes)} (dim {axis})")
+        if sizes != shape:  # one comparison on the passing path; a shape with None sizes walks
+            _check_shape(name, sizes, shape)
     elif ndim is not None and value.dim() != ndim:
         raise ValueError(f"{name}: expected a {ndim}-D tensor, got shape {tuple(value.shape)}")
     return value
+
+
+def _check_shape(name: str, sizes: torch.Size, shape: Sequence[int | None]) -> None:
+    if len(sizes) != len(shape):
+        raise ValueError(f"{name}: expected a {len(shape)}-D tensor, got shape {tuple(sizes)}")
+    for axis, (want, got_size) in enumerate(zip(shape, sizes, strict=True)):
+        if want is not None and want != got_size:
+            expected = tuple("*" if s is None else s for s in shape)
+            raise ValueError(f"{name}: expected shape {expected}, got {tuple(sizes)} (dim {axis})")
 
 
 def check_index(

@@ -72,17 +72,18 @@ def fast_topk(
     check_positive_int("k", k)
     if k > values.shape[dim]:
         raise ValueError(f"k: expected k <= values.shape[{dim}] = {values.shape[dim]}, got {k}")
-    shape = list(values.shape)
-    shape[dim] = k
+    sizes = values.shape
+    shape = (*sizes[:dim], k, *sizes[dim + 1 :])
+    device = values.device
     if out is None:
-        out_values = new_output(shape, values.dtype, values.device)
-        out_indices = new_output(shape, torch.int64, values.device)
+        out_values = new_output(shape, values.dtype, device)
+        out_indices = new_output(shape, torch.int64, device)
     else:
         if not isinstance(out, (tuple, list)) or len(out) != 2:
             raise ValueError("out: expected a tuple (values, indices)")
-        out_values = check_output("out[0]", out[0], dtype=values.dtype, device=values.device, shape=shape)
-        out_indices = check_output("out[1]", out[1], dtype=torch.int64, device=values.device, shape=shape)
-    fast_topk.dispatch(values.device, values, k, dim, out_values, out_indices)
+        out_values = check_output("out[0]", out[0], dtype=values.dtype, device=device, shape=shape)
+        out_indices = check_output("out[1]", out[1], dtype=torch.int64, device=device, shape=shape)
+    fast_topk.dispatch(device, values, k, dim, out_values, out_indices)
     return out_values, out_indices
 
 
