@@ -5,10 +5,12 @@ handed out a page at a time (``page_size`` consecutive slots, page p = slots ``[
 column c of a request's ``req_to_token`` row always sits at offset ``c % ps`` of its page, as paged
 attention kernels expect. Page 0 and ``req_to_token`` row 0 are never handed out: they are the dummy
 targets of padding and graph-capture rows (row 0 maps every column to slot 0), so such rows write
-nowhere that matters. Each request row also owns recurrent-state line ``row`` (line 0 = dummy).
+nowhere that matters. Each request row also owns recurrent-state line ``row`` (line 0 = dummy) and,
+for an EAGLE-style draft, feature line ``row``: the target's hidden state the next draft reads.
 
 Host bookkeeping (free lists, allocated lengths) is plain Python; the one device write,
-recording new slots in ``req_to_token``, is :func:`spec_hal.ops.assign_req_to_token_pool`.
+recording new slots in ``req_to_token``, is :func:`spec_hal.ops.assign_req_to_token_pool` (called
+through ``self.ops``, which a profiler may wrap).
 """
 
 from __future__ import annotations
@@ -32,11 +34,13 @@ class PagedKVCache:
         max_requests: int,
         max_context: int,
         state_size: int,
+        feature_size: int = 0,
         device: torch.device | str,
         dtype: torch.dtype,
     ) -> None:
         if page_size < 1 or num_pages < 2:
             raise ValueError("page_size >= 1 and num_pages >= 2 (page 0 is the dummy page)")
+        self.ops = ops
         self.page_size = page_size
         self.num_pages = num_pages
         self.num_slots = num_pages * page_size
@@ -51,6 +55,8 @@ class PagedKVCache:
         self.req_to_token = torch.zeros(max_requests + 1, max_context, dtype=torch.int32, device=device)
         # recurrent state per request row: [layers=1, lines, N] as MambaVerifyStates wants it
         self.ssm_states = torch.zeros(1, max_requests + 1, max(state_size, 1), device=device, dtype=dtype)
+        # the hidden state per request row that the draft's first step reads (EAGLE-style drafts)
+        self.features = torch.zeros(max_requests + 1, max(feature_size, 1), device=device, dtype=dtype)
         self.free_pages = list(range(num_pages - 1, 0, -1))  # pop() hands out low pages first
         self.free_rows = list(range(max_requests, 0, -1))
         self.allocated_len = [0] * (max_requests + 1)
@@ -94,7 +100,7 @@ class PagedKVCache:
         if not slots:
             return
         device = self.req_to_token.device
-        ops.assign_req_to_token_pool(
+        self.ops.assign_req_to_token_pool(
             torch.tensor(rows, device=device),
             self.req_to_token,
             torch.tensor(starts, device=device),

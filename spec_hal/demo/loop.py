@@ -6,9 +6,11 @@ committed token (the *root*, ``verified_id``) has not been run yet. One iteratio
 draft phase (device, no host sync):
   1. ``assign_draft_cache_locs_contiguous``: the K*S draft slots (K branches of S steps);
      ``generate_draft_decode_kv_indices``: per draft step, each branch's KV list (prefix + its steps).
-  2. S draft forwards of K rows per request (step 0 runs the root once per branch). After each:
+  2. S draft forwards of K rows per request (step 0 runs the root once per branch, reading the
+     target's hidden state of the token before it when the draft is EAGLE-shaped). After each:
      greedy trees ``renorm_draft_probs`` + ``fast_topk``, greedy chains ``draft_topk1_postprocess``,
-     sampled chains ``sample_draft_proposal``; then ``select_top_k_tokens`` keeps the K best paths.
+     sampled chains ``sample_draft_proposal``; then ``select_top_k_tokens`` keeps the K best paths
+     (and gathers each new node's parent hidden state, the next step's draft input).
      Before step i >= 2 each branch's earlier draft KV is re-gathered from the branch its new node
      descends from (``move_kv_cache``), so draft attention follows the real tree path.
   3. ``organize_draft_results`` + ``build_tree_kernel_efficient`` (QLEN_ONLY mask): the D-node tree.
@@ -18,14 +20,19 @@ verify phase (device, no host sync):
      (and the recurrent block's per-node states into ``intermediate_ssm``).
   5. ``target_verify_topk1_postprocess`` (greedy chain) | ``verify_tree_greedy`` (greedy tree) |
      ``chain_speculative_sampling`` (sampled chain) | ``tree_speculative_sampling_target_only``
-     (sampled tree); optionally ``generate_simulated_accept_index`` (benchmark mode, host draw).
+     (sampled tree), with the target's probabilities first renormalised over each request's top-k
+     and top-p (``top_k_renorm_prob``, ``top_p_renorm_prob``); optionally
+     ``generate_simulated_accept_index`` (benchmark mode, host draw).
   6. ``fill_bonus_tokens`` (next root), ``move_accept_tokens_to_target_kvcache`` (accepted KV to its
      committed columns), ``commit_mamba_states_after_verify`` (recurrent state of the last accepted
-     node).
+     node); the target's hidden state of the last accepted node is kept for the next draft.
 host: read the committed tokens, advance ``seq_len``, finish requests (``PagedKVCache.release``).
+A request's KV columns are reserved whole at admission (``assign_req_to_token_pool``), so nothing
+but the two phases touches the device between iterations.
 
 Both phases read and write only per-batch-size static buffers (:class:`StepBuffers`), so on a device
-with graph capture each is captured once per batch size and replayed.
+with graph capture each is captured once per batch size and replayed. The engine calls the ops
+through ``self.ops`` (``spec_hal.ops``), so a profiler can put a range around each call.
 
 :class:`GreedyDecoder`, the speed baseline, reuses this engine without the draft: one captured target
 step per new token (``assign_extend_cache_locs_uniform`` with D = 1), same cache, prefill and release.
@@ -36,6 +43,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -53,6 +61,7 @@ class SpecConfig:
     page_size: int = 1
     sampling: str = "greedy"  # or "rejection"
     temperature: float = 1.0
+    top_k_top_p: bool = False  # rejection sampling: renormalise by each request's top_k and top_p
     simulate_acc_len: float | None = None  # benchmark mode: a simulated mean accept length
     use_graphs: bool = True  # where the device supports capture
 
@@ -69,6 +78,8 @@ class SpecConfig:
             raise ValueError("topk, num_steps and page_size must be >= 1")
         if self.sampling not in ("greedy", "rejection"):
             raise ValueError(f"sampling must be 'greedy' or 'rejection', got {self.sampling!r}")
+        if self.top_k_top_p and self.sampling != "rejection":
+            raise ValueError("top_k_top_p: per-request top-k and top-p apply to rejection sampling only")
         if k == 1 and d != s + 1:
             raise ValueError(f"a chain (topk 1) verifies num_steps + 1 = {s + 1} tokens, got {d}")
         if not 2 <= d <= k + (s - 1) * k * k + 1:
@@ -82,6 +93,8 @@ class Request:
     prompt: list[int]
     max_new_tokens: int
     grammar: ops.Grammar | None = None  # tracks the committed tokens
+    top_k: int = 0  # rejection sampling with SpecConfig.top_k_top_p: <= 0 keeps every token
+    top_p: float = 1.0  # likewise: 1 keeps every token
     output: list[int] = field(default_factory=list)
     row: int = DUMMY_ROW
     seq_len: int = 0  # tokens with KV in the cache
@@ -118,20 +131,27 @@ class _BatchInputs:
         self.req_pool_indices = torch.zeros(bs, dtype=torch.int64, device=device)
         self.seq_lens = torch.zeros(bs, dtype=torch.int64, device=device)
         self.verified_id = torch.zeros(bs, dtype=torch.int64, device=device)  # the roots
+        self.top_k = torch.zeros(bs, dtype=torch.int64, device=device)
+        self.top_p = torch.ones(bs, dtype=torch.float32, device=device)
 
-    def load(self, requests: list[Request]) -> None:
-        def put(buffer: Tensor, values: list[int]) -> None:
+    def load(self, requests: list[Request], filters: bool = False) -> None:
+        def put(buffer: Tensor, values: list) -> None:
             buffer.copy_(torch.tensor(values, dtype=buffer.dtype))
 
         put(self.req_pool_indices, [r.row for r in requests])
         put(self.seq_lens, [r.seq_len for r in requests])
         put(self.verified_id, [r.root for r in requests])
+        if filters:
+            put(self.top_k, [r.top_k for r in requests])
+            put(self.top_p, [r.top_p for r in requests])
 
     def load_dummy(self) -> None:
         """Inputs for capture runs: every row is the dummy row (it writes only dummy slots/lines)."""
         self.req_pool_indices.fill_(DUMMY_ROW)
         self.seq_lens.zero_()
         self.verified_id.zero_()
+        self.top_k.zero_()
+        self.top_p.fill_(1.0)
 
 
 class StepBuffers(_BatchInputs):
@@ -139,7 +159,8 @@ class StepBuffers(_BatchInputs):
 
     def __init__(self, engine: SpecDecoder, bs: int) -> None:
         k, s, d = engine.spec.topk, engine.spec.num_steps, engine.spec.num_nodes
-        vocab, pool_len = engine.model.config.vocab_size, engine.cache.max_context
+        config, pool_len = engine.model.config, engine.cache.max_context
+        vocab = config.vocab_size
         device = engine.device
 
         def ints(*shape: int, dtype: torch.dtype = torch.int64, fill: int = 0) -> Tensor:
@@ -157,7 +178,7 @@ class StepBuffers(_BatchInputs):
             torch.zeros(bs, d, vocab, device=device) if engine.spec.sampling != "greedy" else None
         )
         # The outputs of every spec_hal op the phases call: under graph capture an op must not
-        # allocate one (spec §P rule (b)), so each is passed. A draft step proposes for ``rows`` =
+        # allocate one (an op given no output allocates it), so each is passed. A draft step proposes for ``rows`` =
         # bs*K rows (the root step for the first bs): the proposal buffers are used as ``[:rows]``.
         greedy_chain = engine.spec.sampling == "greedy" and k == 1
         f32 = torch.float32
@@ -165,6 +186,12 @@ class StepBuffers(_BatchInputs):
         self.topk_p = torch.zeros(bs * k, k, dtype=f32, device=device)
         self.topk_index = ints(bs * k, k)
         self.draft_input_ids = ints(s, bs * k)  # select_top_k_tokens' outputs, one set per step
+        # the hidden state each next draft row reads (its parent's), when the draft reads one
+        self.draft_features = (
+            torch.zeros(s, bs * k, config.hidden, dtype=engine.model.embedding.dtype, device=device)
+            if config.reads_features
+            else None
+        )
         self.scores = torch.zeros(s, bs, k, dtype=f32, device=device)
         self.tree_info = [
             (torch.zeros(bs, 1, k, dtype=f32, device=device), ints(bs, k), ints(bs, k + 1))
@@ -229,6 +256,7 @@ class SpecDecoder:
         spec.check(model.config.vocab_size)
         self.model, self.spec = model, spec
         self.device = torch.device(device)
+        self.ops = ops  # the op namespace every call goes through (a profiler may wrap it)
         k, s, ps = spec.topk, spec.num_steps, spec.page_size
         # headroom past the committed tokens: the draft's paged branches and the verify window
         headroom = k * (s + 2 * ps) + spec.num_nodes + ps
@@ -236,13 +264,14 @@ class SpecDecoder:
         config = model.config
         self.cache = PagedKVCache(
             num_layers=config.num_layers,
-            num_heads=config.num_heads,
+            num_heads=config.kv_heads,
             head_dim=config.head_dim,
             page_size=ps,
             num_pages=max_requests * pool_len // ps + 1,
             max_requests=max_requests,
             max_context=pool_len,
             state_size=config.state_size,
+            feature_size=config.hidden if config.reads_features else 0,
             device=self.device,
             dtype=model.embedding.dtype,
         )
@@ -254,22 +283,27 @@ class SpecDecoder:
         self._replays: dict[int, tuple] = {}
         self.stats = Stats()
 
+    def use_ops(self, op_namespace: Any) -> None:
+        """Route every op call of this engine and its cache through ``op_namespace``."""
+        self.ops = self.cache.ops = op_namespace
+
     # ---- the two device phases -----------------------------------------------------------------
 
     def _draft_rows(self, b: StepBuffers, step: int) -> tuple[Tensor, Tensor]:
-        """Row z's KV list of draft step ``step`` as a padded slot table (from A4's CSR layout)."""
+        """Row z's KV list of draft step ``step`` as a padded slot table (from the CSR lists of
+        generate_draft_decode_kv_indices)."""
         indptr = b.kv_indptr[step].long()
         start, length = indptr[:-1], indptr[1:] - indptr[:-1]
         column = torch.arange(self.cache.max_context + self.spec.num_steps, device=self.device)
         visible = column < length[:, None]
         position = (start[:, None] + column).clamp(max=b.kv_indices.shape[1] - 1)
         slots = b.kv_indices[step].long()[position]
-        return torch.where(visible, slots, 0), visible
+        return torch.where(visible, slots, 0), visible[:, None, :]
 
     def _regather_branches(self, b: StepBuffers, tree_parents: Tensor, step: int) -> None:
         """Before draft step ``step`` >= 2: branch t's draft slots 1..step-1 get the KV of the branch
-        its new frontier node descends from (A4 lists each branch's own slots, but select_top_k_tokens
-        may have moved a branch to another parent)."""
+        its new frontier node descends from (generate_draft_decode_kv_indices lists each branch's own
+        slots, but select_top_k_tokens may have moved a branch to another parent)."""
         k, s = self.spec.topk, self.spec.num_steps
         chosen = tree_parents - (k * k * (step - 2) + k)  # undo select_top_k_tokens' node numbering
         parent_branch = chosen.div(k, rounding_mode="floor")  # [bs, K]
@@ -278,7 +312,7 @@ class SpecDecoder:
         target = slots[:, :, 1:step]
         stays = (parent_branch == torch.arange(k, device=self.device))[:, :, None]
         segments = torch.full((b.bs,), k * (step - 1), dtype=torch.int64, device=self.device)
-        ops.move_kv_cache(
+        self.ops.move_kv_cache(
             self.cache.layer_kv(self.model.config.draft_layers),
             torch.where(stays, -1, target).flatten(),
             torch.where(stays, -1, source).flatten(),
@@ -287,7 +321,7 @@ class SpecDecoder:
 
     def _propose(self, b: StepBuffers, logits: Tensor, step: int) -> tuple[Tensor, Tensor]:
         """The children of each expanded node: (probabilities or path weights, tokens)."""
-        k, rows = self.spec.topk, logits.shape[0]
+        k, rows, ops = self.spec.topk, logits.shape[0], self.ops
         out = (b.topk_p[:rows], b.topk_index[:rows])
         if self.spec.sampling == "greedy":
             if k == 1:  # advances draft_positions in place
@@ -308,7 +342,7 @@ class SpecDecoder:
         return ops.fast_topk(probs, k, out=out)
 
     def draft_phase(self, b: StepBuffers) -> None:
-        spec, cache, model = self.spec, self.cache, self.model
+        spec, cache, model, ops = self.spec, self.cache, self.model, self.ops
         k, s, d, bs = spec.topk, spec.num_steps, spec.num_nodes, b.bs
         ops.assign_draft_cache_locs_contiguous(
             b.req_pool_indices, cache.req_to_token, b.seq_lens, k, s, spec.page_size, out=b.draft_slots
@@ -321,24 +355,30 @@ class SpecDecoder:
         b.draft_positions.copy_(b.branch_prefix)
         slots = b.draft_slots.view(bs, k, s)
         tokens = b.verified_id.repeat_interleave(k)  # step 0: the root, once per branch
+        # step 0 reads the target's hidden state of the token before the root (kept by the last
+        # verify or the prefill); later steps read their parent node's draft hidden state
+        features = None
+        if model.config.reads_features:
+            features = cache.features[b.req_pool_indices].repeat_interleave(k, 0)
         scores: Tensor | None = None
         trees: list[tuple[Tensor, Tensor, Tensor]] = []
         for step in range(s):
             if step >= 2 and k > 1:
                 self._regather_branches(b, trees[-1][2], step)
             kv_slots, visible = self._draft_rows(b, step)
-            x = model.embed(tokens, b.draft_positions)
+            x = model.draft_embed(tokens, b.draft_positions, features)
             x = model.paged_layers(
                 x, range(model.config.draft_layers), slots[:, :, step].flatten(), kv_slots, visible,
                 cache.k, cache.v,
             )  # fmt: skip
             logits = model.logits(x)
-            if step == 0:
-                logits = logits[::k]  # the K copies of the root agree: one row per request
+            if step == 0:  # the K copies of the root agree: one row per request
+                logits, x = logits[::k], x[::k]
             topk_p, topk_index = self._propose(b, logits, step)
-            out = (b.draft_input_ids[step], None, b.scores[step], b.tree_info[step])
-            tokens, _, scores, tree = ops.select_top_k_tokens(
-                step, topk_p, topk_index, None, scores, k, out=out
+            next_features = None if b.draft_features is None else b.draft_features[step]
+            out = (b.draft_input_ids[step], next_features, b.scores[step], b.tree_info[step])
+            tokens, features, scores, tree = ops.select_top_k_tokens(
+                step, topk_p, topk_index, None if features is None else x, scores, k, out=out
             )
             trees.append(tree)
             if k > 1 or spec.sampling != "greedy":
@@ -356,35 +396,38 @@ class SpecDecoder:
         assert flat_tokens is not None  # verified_id and draft_tokens were given
         b.candidates.copy_(flat_tokens.view(bs, d))
 
-    def _target_forward(self, b: StepBuffers) -> Tensor:
-        """Target logits ``[bs*D, V]`` of every tree node; KV of all layers into the verify slots."""
+    def _target_forward(self, b: StepBuffers) -> tuple[Tensor, Tensor]:
+        """Target (logits ``[bs*D, V]``, last hidden states ``[bs*D, H]``) of every tree node; KV of all
+        layers into the verify slots, columns ``[seq_len, seq_len + D)`` of each request's row."""
         model, cache, d, bs = self.model, self.cache, self.spec.num_nodes, b.bs
         pool_len = cache.max_context
-        ops.assign_extend_cache_locs_uniform(
+        self.ops.assign_extend_cache_locs_uniform(
             b.req_pool_indices, cache.req_to_token, b.seq_lens, d, out=b.out_cache_loc
         )
-        # node (b, i) sees the committed prefix of request b, then the tree nodes the mask allows
-        prefix_slots = cache.req_to_token[b.req_pool_indices].long()[:, None, :].expand(bs, d, pool_len)
-        prefix_visible = torch.arange(pool_len, device=self.device) < b.seq_lens[:, None, None]
+        # node (b, i) sees its request's committed columns, then the tree columns its mask allows
+        kv_slots = cache.req_to_token[b.req_pool_indices].long()  # [bs, pool_len]
+        column = torch.arange(pool_len, device=self.device)
+        tree_column = column - b.seq_lens[:, None]  # [bs, pool_len]: node j at seq_len + j
+        in_tree = (tree_column >= 0) & (tree_column < d)
         tree_mask = b.tree_mask.view(bs, d, d)
-        kv_slots = torch.cat([prefix_slots, b.out_cache_loc.view(bs, 1, d).expand(bs, d, d)], 2)
-        visible = torch.cat([prefix_visible.expand(bs, d, pool_len), tree_mask], 2)
+        node_sees = tree_mask.gather(2, tree_column.clamp(0, d - 1)[:, None, :].expand(bs, d, pool_len))
+        visible = (tree_column < 0)[:, None, :] | (node_sees & in_tree[:, None, :])
         x = model.embed(b.candidates.flatten(), b.tree_positions)
         x = model.paged_layers(
-            x, range(model.config.num_layers), b.out_cache_loc, kv_slots.view(bs * d, -1),
-            visible.view(bs * d, -1), cache.k, cache.v,
-        )  # fmt: skip
+            x, range(model.config.num_layers), b.out_cache_loc, kv_slots, visible, cache.k, cache.v
+        )
         if model.has_recurrent:
             depth = b.tree_positions.view(bs, d) - b.seq_lens[:, None]
             previous = cache.ssm_states[0, b.req_pool_indices]
             states = model.recurrent_states(x.view(bs, d, -1), tree_mask, depth, previous)
             b.intermediate_ssm[0].copy_(states)  # committed after acceptance, never before
             x = model.add_recurrent(x, states.reshape(bs * d, -1))
-        return model.logits(x)
+        return model.logits(x), x
 
     def verify_phase(self, b: StepBuffers) -> None:
-        spec, d, bs = self.spec, self.spec.num_nodes, b.bs
-        logits = apply_token_bitmask(self._target_forward(b), b.bitmask)
+        spec, d, bs, ops = self.spec, self.spec.num_nodes, b.bs, self.ops
+        logits, hidden = self._target_forward(b)
+        logits = apply_token_bitmask(logits, b.bitmask)
         tree = (b.candidates, b.retrieve_index, b.retrieve_next_token, b.retrieve_next_sibling)
         b.predicts.zero_()
         b.accept_index.fill_(-1)
@@ -398,7 +441,10 @@ class SpecDecoder:
             target_predict = logits.argmax(-1).view(bs, d)
             ops.verify_tree_greedy(b.predicts, b.accept_index, b.num_correct_drafts, *tree, target_predict)
         else:
-            target_probs = (logits.float() / spec.temperature).softmax(-1).view(bs, d, -1)
+            target_probs = (logits.float() / spec.temperature).softmax(-1)
+            if spec.top_k_top_p:
+                self._renormalise(target_probs, b.top_k.repeat_interleave(d), b.top_p.repeat_interleave(d))
+            target_probs = target_probs.view(bs, d, -1)
             coins = torch.rand(bs, d, device=self.device)
             final_coins = torch.rand(bs, device=self.device)
             assert b.draft_probs is not None
@@ -422,10 +468,16 @@ class SpecDecoder:
                 new_accept_index=b.simulated_accept_index,
             )  # fmt: skip
             b.accept_index.copy_(simulated)
-        self._accept(b)
+        self._accept(b, hidden)
 
-    def _accept(self, b: StepBuffers) -> None:
-        cache = self.cache
+    def _renormalise(self, probs: Tensor, top_k: Tensor, top_p: Tensor) -> None:
+        """``probs [R, V]`` renormalised in place over each row's top-k, then its top-p (sglang's
+        order): the target distribution that sampling with these filters draws from."""
+        self.ops.top_k_renorm_prob(probs, top_k, out=probs)
+        self.ops.top_p_renorm_prob(probs, top_p, out=probs)
+
+    def _accept(self, b: StepBuffers, hidden: Tensor) -> None:
+        cache, ops = self.cache, self.ops
         torch.add(b.num_correct_drafts, 1, out=b.accept_lens)
         # the token committed after accepted node j is predicts at its flat id (the last: the bonus)
         accepted = b.accept_index.long()
@@ -436,6 +488,9 @@ class SpecDecoder:
             cache.kv, b.req_pool_indices, cache.req_to_token, b.seq_lens, b.num_correct_drafts,
             b.accept_index, b.out_cache_loc, tgt_loc=b.tgt_loc, src_loc=b.src_loc,
         )  # fmt: skip
+        if self.model.config.reads_features:  # the hidden state before the next root: the last node's
+            last_node = accepted.gather(1, b.num_correct_drafts.long()[:, None]).squeeze(1).clamp(min=0)
+            cache.features.index_copy_(0, b.req_pool_indices, hidden.index_select(0, last_node))
         if self.model.has_recurrent:
             d = self.spec.num_nodes
             ops.verify_commit_step_indices(
@@ -448,10 +503,15 @@ class SpecDecoder:
 
     # ---- host side -----------------------------------------------------------------------------
 
+    def _admission_columns(self, request: Request) -> int:
+        """The columns ``request`` touches by its last iteration (``seq_len`` is then at most
+        prompt + max_new_tokens - 2: its root, the last committed token, has no KV yet)."""
+        return self._columns_needed(len(request.prompt) + request.max_new_tokens - 1)
+
     def _columns_needed(self, seq_len: int) -> int:
         """req_to_token columns one iteration touches (the verify window and the draft branches)."""
         k, s, ps = self.spec.topk, self.spec.num_steps, self.spec.page_size
-        if ps > 1 and k > 1:  # §A3's paged tree layout: each branch owns whole pages
+        if ps > 1 and k > 1:  # assign_draft_cache_locs_contiguous' paged tree: whole pages a branch
             partial = seq_len % ps
             draft_end = seq_len - partial + k * -(-(partial + s) // ps) * ps
         else:
@@ -486,14 +546,18 @@ class SpecDecoder:
             self._phases(self.buffers(bs))
         runtime.synchronize(self.device)
 
-    def _prefill(self, requests: list[Request]) -> None:
-        """Run the prompts (one padded forward), commit their KV and state, pick each first token."""
+    def prefill(self, requests: list[Request]) -> None:
+        """Run the prompts (one padded forward), commit their KV, state and last hidden state, pick
+        each first token."""
         model, cache = self.model, self.cache
         for request in requests:
             request.row = cache.new_request()
-        cache.reserve([r.row for r in requests], [len(r.prompt) for r in requests])
-        longest = max(len(r.prompt) for r in requests)
-        tokens = torch.zeros(len(requests), longest, dtype=torch.long)
+        # every column a request can touch before it finishes, reserved at admission: the timed
+        # iterations then launch nothing outside their captured phases (their reserve finds the
+        # columns backed already)
+        cache.reserve([r.row for r in requests], [self._admission_columns(r) for r in requests])
+        count, longest = len(requests), max(len(r.prompt) for r in requests)
+        tokens = torch.zeros(count, longest, dtype=torch.long)
         for i, request in enumerate(requests):
             tokens[i, : len(request.prompt)] = torch.tensor(request.prompt)
         tokens = tokens.to(self.device)
@@ -503,28 +567,34 @@ class SpecDecoder:
         # padding positions map to spare slots of the request's last page or to dummy slot 0
         slots = cache.req_to_token[rows, :longest].long()
         causal = torch.ones(longest, longest, dtype=torch.bool, device=self.device).tril()
-        x = model.embed(tokens, positions).view(len(requests) * longest, -1)
+        x = model.embed(tokens, positions).view(count * longest, -1)
         x = model.paged_layers(
-            x, range(model.config.num_layers), slots.flatten(),
-            slots[:, None, :].expand(-1, longest, -1).reshape(-1, longest),
-            causal.repeat(len(requests), 1), cache.k, cache.v,
-        ).view(len(requests), longest, -1)  # fmt: skip
+            x, range(model.config.num_layers), slots.flatten(), slots, causal.expand(count, -1, -1),
+            cache.k, cache.v,
+        ).view(count, longest, -1)  # fmt: skip
         last = lengths - 1
-        batch = torch.arange(len(requests), device=self.device)
+        batch = torch.arange(count, device=self.device)
         if model.has_recurrent:
-            previous = x.new_zeros(len(requests), model.config.state_size)
+            previous = x.new_zeros(count, model.config.state_size)
             states = model.recurrent_states(
-                x, causal.expand(len(requests), -1, -1), positions.expand(len(requests), -1), previous
+                x, causal.expand(count, -1, -1), positions.expand(count, -1), previous
             )
             cache.ssm_states[0, rows] = states[batch, last]
             x = model.add_recurrent(x, states)
+        if model.config.reads_features:
+            cache.features[rows] = x[batch, last]
         logits = model.logits(x[batch, last])
         if requests[0].grammar is not None:
             logits = apply_token_bitmask(logits, self._grammar_masks(requests).to(self.device))
         if self.spec.sampling == "greedy":
             first = logits.argmax(-1)
         else:
-            _, first = ops.fast_sample((logits.float() / self.spec.temperature).softmax(-1))
+            probs = (logits.float() / self.spec.temperature).softmax(-1)
+            if self.spec.top_k_top_p:
+                top_k = torch.tensor([r.top_k for r in requests], device=self.device)
+                top_p = torch.tensor([r.top_p for r in requests], dtype=torch.float32, device=self.device)
+                self._renormalise(probs, top_k, top_p)
+            _, first = self.ops.fast_sample(probs)
         for request, token in zip(requests, first.flatten().tolist(), strict=True):
             request.seq_len = len(request.prompt)
             self._commit(request, [token])
@@ -551,43 +621,47 @@ class SpecDecoder:
         self.cache.reserve([r.row for r in batch], [self._columns_needed(r.seq_len) for r in batch])
         b = self.buffers(len(batch))
         draft, verify = self._phases(b)
-        b.load(batch)
+        b.load(batch, self.spec.top_k_top_p)
         draft()
         if batch[0].grammar is not None:  # the tree goes to the host and its mask comes back
             next_token, next_sibling, draft_tokens = (
                 t.cpu() for t in (b.retrieve_next_token, b.retrieve_next_sibling, b.candidates)
             )
-            bitmask, _ = ops.generate_token_bitmask(
+            bitmask, _ = self.ops.generate_token_bitmask(
                 batch, next_token, next_sibling, draft_tokens, self.model.config.vocab_size
             )
             assert bitmask is not None and b.bitmask is not None  # a grammar request is in the batch
             b.bitmask.copy_(bitmask)
         verify()
-        lengths = b.accept_lens.tolist()
-        tokens = b.accept_tokens.tolist()
-        bonus = b.bonus_tokens.tolist()
-        for i, request in enumerate(batch):
-            request.seq_len += lengths[i]
-            self._commit(request, tokens[i][: lengths[i]])
-            request.root = bonus[i]  # equals the last committed token
+        # one read per iteration: each row holds the committed tokens, then -1 (the last committed
+        # token, the next root, is bonus_tokens' entry)
+        for request, row in zip(batch, b.accept_tokens.tolist(), strict=True):
+            tokens = [token for token in row if token >= 0]
+            request.seq_len += len(tokens)
+            self._commit(request, tokens)
+            self.stats.committed += len(tokens)
         self.stats.verify_rows += len(batch)
-        self.stats.committed += sum(lengths)
+
+    def advance(self, active: list[Request]) -> list[Request]:
+        """Release the finished requests of ``active`` and run one iteration of the others; returns
+        those (empty once every request is done)."""
+        for request in active:
+            if request.finished:
+                self.cache.release(request.row)
+        active = [r for r in active if not r.finished]
+        if active:
+            self._iterate(active)
+        return active
 
     def generate(self, requests: list[Request]) -> list[Request]:
         """Decode every request to completion; each is released (KV and row) when it finishes."""
-        self._prefill(requests)
+        self.prefill(requests)
         prefilled = len(requests)  # one token each, not counted as decode throughput
         runtime.synchronize(self.device)
         start = time.perf_counter()
         active = requests
-        while True:
-            for request in active:
-                if request.finished:
-                    self.cache.release(request.row)
-            active = [r for r in active if not r.finished]
-            if not active:
-                break
-            self._iterate(active)
+        while active:
+            active = self.advance(active)
         runtime.synchronize(self.device)
         self.stats.decode_seconds += time.perf_counter() - start
         self.stats.tokens += sum(len(r.output) for r in requests) - prefilled
@@ -629,19 +703,23 @@ class GreedyDecoder(SpecDecoder):
         spec = SpecConfig(topk=1, num_steps=1, page_size=page_size, use_graphs=use_graphs)
         super().__init__(model, spec, max_requests=max_requests, max_context=max_context, device=device)
 
+    def _columns_needed(self, seq_len: int) -> int:
+        return seq_len + 1  # the root's column
+
     def step(self, b: GreedyBuffers) -> None:
         """KV of each root into column ``seq_len`` of its row, its recurrent state committed, and
         the argmax of the target's logits into ``next_tokens`` (device only, no host sync)."""
         model, cache = self.model, self.cache
-        ops.assign_extend_cache_locs_uniform(
+        self.ops.assign_extend_cache_locs_uniform(
             b.req_pool_indices, cache.req_to_token, b.seq_lens, 1, out=b.out_cache_loc
         )
         kv_slots = cache.req_to_token[b.req_pool_indices].long()
         visible = torch.arange(cache.max_context, device=self.device) <= b.seq_lens[:, None]
         x = model.embed(b.verified_id, b.seq_lens)
         x = model.paged_layers(
-            x, range(model.config.num_layers), b.out_cache_loc, kv_slots, visible, cache.k, cache.v
-        )
+            x, range(model.config.num_layers), b.out_cache_loc, kv_slots, visible[:, None, :],
+            cache.k, cache.v,
+        )  # fmt: skip
         if model.has_recurrent:
             previous = cache.ssm_states[0, b.req_pool_indices]
             itself = torch.ones(b.bs, 1, 1, dtype=torch.bool, device=self.device)
@@ -668,7 +746,7 @@ class GreedyDecoder(SpecDecoder):
         return self._replays[b.bs]
 
     def _iterate(self, batch: list[Request]) -> None:
-        self.cache.reserve([r.row for r in batch], [r.seq_len + 1 for r in batch])
+        self.cache.reserve([r.row for r in batch], [self._columns_needed(r.seq_len) for r in batch])
         b = self.buffers(len(batch))
         (step,) = self._phases(b)
         b.load(batch)
