@@ -81,8 +81,9 @@ def _links(parent: torch.Tensor, shuffle: torch.Generator | None = None) -> tupl
 def _grid_probs(gen: torch.Generator, shape: tuple[int, ...], vocab: int) -> torch.Tensor:
     """Random distributions over ``vocab`` whose entries are multiples of 1/64."""
     draws = torch.randint(0, vocab, (*shape, _PROB_UNITS), generator=gen)
-    counts = torch.nn.functional.one_hot(draws, vocab).sum(-2)
-    return counts.float() / _PROB_UNITS
+    # Counted in place (a one-hot of the draws would hold 64 entries per probability).
+    counts = torch.zeros(*shape, vocab).scatter_add_(-1, draws, torch.ones(draws.shape))
+    return counts / _PROB_UNITS
 
 
 def _grid_coins(gen: torch.Generator, shape: tuple[int, ...]) -> torch.Tensor:
@@ -239,17 +240,19 @@ def build_tree_speculative_sampling_target_only(
     draft_zero: bool = True,
     threshold_single: float = 1.0,
     threshold_acc: float = 1.0,
+    vocab: int = _VOCAB,
 ) -> dict[str, Any]:
+    """``vocab``: V of the probability rows (the bench's real vocabularies; tokens stay below it)."""
     gen = _gen(seed)
     parent, kwargs = _verify_tree(gen, bs, topk, num_steps, idx_dtype, device)
     num_nodes = parent.shape[1]
     # Tokens from a quarter of the vocabulary: children carry more mass, so deeper paths are accepted.
     kwargs["candidates"] = _index(
-        torch.randint(0, _VOCAB // 4, (bs, num_nodes), generator=gen), idx_dtype, device
+        torch.randint(0, vocab // 4, (bs, num_nodes), generator=gen), idx_dtype, device
     )
-    target = _grid_probs(gen, (bs, num_nodes), _VOCAB // 4)
-    target = torch.cat([target, torch.zeros(bs, num_nodes, _VOCAB - _VOCAB // 4)], 2)
-    draft = torch.zeros(bs, num_nodes, _VOCAB) if draft_zero else _grid_probs(gen, (bs, num_nodes), _VOCAB)
+    target = _grid_probs(gen, (bs, num_nodes), vocab // 4)
+    target = torch.cat([target, torch.zeros(bs, num_nodes, vocab - vocab // 4)], 2)
+    draft = torch.zeros(bs, num_nodes, vocab) if draft_zero else _grid_probs(gen, (bs, num_nodes), vocab)
     kwargs.update(
         uniform_samples=_grid_coins(gen, (bs, num_nodes)).to(device),
         uniform_samples_for_final_sampling=_grid_coins(gen, (bs,)).to(device),
@@ -271,15 +274,16 @@ def build_chain_speculative_sampling(
     full_draft_rows: bool = False,
     nan_rows: bool = False,
     topk: int = 1,
+    vocab: int = _VOCAB,
 ) -> dict[str, Any]:
-    """A chain of S drafts drawn from the draft distributions."""
+    """A chain of S drafts drawn from the draft distributions over ``vocab`` tokens."""
     gen = _gen(seed)
     num_nodes = num_steps + 1
-    target = _grid_probs(gen, (bs, num_nodes), _VOCAB)
-    draft = _grid_probs(gen, (bs, num_nodes if full_draft_rows else num_nodes - 1), _VOCAB)
-    draft_rows = draft[:, : num_nodes - 1].reshape(-1, _VOCAB)
+    target = _grid_probs(gen, (bs, num_nodes), vocab)
+    draft = _grid_probs(gen, (bs, num_nodes if full_draft_rows else num_nodes - 1), vocab)
+    draft_rows = draft[:, : num_nodes - 1].reshape(-1, vocab)
     drafted = torch.multinomial(draft_rows, 1, generator=gen).view(bs, num_nodes - 1)
-    candidates = torch.cat([torch.randint(0, _VOCAB, (bs, 1), generator=gen), drafted], 1)
+    candidates = torch.cat([torch.randint(0, vocab, (bs, 1), generator=gen), drafted], 1)
     if nan_rows:
         draft[torch.rand(bs, generator=gen) < 0.3] = float("nan")
     retrieve_index = torch.arange(bs)[:, None] * num_nodes + torch.arange(num_nodes)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from . import index, kv, mamba, sampling, simulated, tree
+from . import index, kv, mamba, renorm, sampling, simulated, tree, vocab
 from .config import INTERPRETER, LaunchConfig
 
 LAUNCHERS: dict[str, Callable[..., None]] = {
@@ -20,19 +20,14 @@ LAUNCHERS: dict[str, Callable[..., None]] = {
     **mamba.LAUNCHERS,
     **tree.LAUNCHERS,
     **sampling.LAUNCHERS,
+    **vocab.LAUNCHERS,
+    **renorm.LAUNCHERS,
     **simulated.LAUNCHERS,
 }
 
 #: Ops torch already runs as well as a kernel would (one or two fused launches, or host-side
 #: compositions), or that the family does not cover yet: every vendor binding it intends portable.
-_TORCH_IS_ONE_LAUNCH = (
-    "torch runs it in one or two launches (reduction/softmax/sort); a kernel does not beat it"
-)
 LEFT_TO_TORCH: dict[str, str] = {
-    "fast_topk": "torch.topk / torch.max are already one launch",
-    "fast_sample": _TORCH_IS_ONE_LAUNCH,
-    "renorm_draft_probs": "a softmax: torch's fused kernel is the bandwidth-bound best",
-    "sample_draft_proposal": _TORCH_IS_ONE_LAUNCH,
     "select_top_k_tokens": "one top-k and two gathers; the hidden-state gather is a torch copy",
     "organize_draft_results": "a sort and gathers over [bs, K + (S-1)K^2]: torch is a few launches",
     "pack_ngram_full_mask": "NGRAM only; not yet in the Triton family",

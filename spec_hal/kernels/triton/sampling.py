@@ -1,5 +1,5 @@
-"""Triton kernels of family D: the topk = 1 post-processing ops (D6). The other family D ops stay
-portable (torch runs them in one or two launches).
+"""Triton kernels of family D: the topk = 1 post-processing ops. The vocabulary-wide draft sampling
+ops are in ``vocab.py``, the top-k/top-p renormalisation in ``renorm.py``.
 
 All three take the D6 argmax of logits rows: compared in fp32, NaN as -1e30, ties to the lowest id.
 The argmax is split over the vocabulary so that even one row keeps many SMs busy: a first launch,

@@ -1,0 +1,434 @@
+"""Triton kernels of family D's passes over the vocabulary: ``fast_topk``, ``fast_sample``,
+``renorm_draft_probs`` and ``sample_draft_proposal`` (the references: ``spec_hal/ops/sampling``).
+
+One program per row (programs take several rows beyond ``config.max_grid``), streaming the row in
+blocks of the vendor's bandwidth tile.
+
+* ``fast_topk`` / ``fast_sample``: the k largest *keys* of a row, where a key is an integer that
+  orders like the float it comes from (NaN above +inf, -0 equal to +0) and ties go to the lowest
+  index. ``fast_sample`` ranks the exponential race's scores ``float32(p) / max(E, tiny)`` (the
+  reference's IEEE division), so a provider given the same noise draws the same ids. For k = 1 each
+  lane keeps its best key (a strict comparison keeps its earliest index) and one reduction ends the
+  row. For k > 1 a register set of the k best entries is updated per block: the block's best key
+  replaces the set's worst entry while it beats it, a reduction each time, at most k per block and
+  usually none once the set has settled; the set is then written in order (its ranks from a
+  ``[k, k]`` comparison). Above ``_MAX_TOP`` (registers) the provider calls ``torch.topk``.
+* ``renorm_draft_probs``: a pass of running maxima and rescaled sums of ``exp`` (online softmax,
+  per block), then a pass writing ``exp(x - max) / sum``; ``x = logits / temperature`` is an IEEE
+  division, like the reference's.
+* ``sample_draft_proposal``: the same two passes; the writing pass also runs the race over the q it
+  writes (greedy rows: over q itself, without reading their noise), keeping per lane the best
+  key, its id and its q, so ``q_x`` is the written value of ``q`` at ``x``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+import triton
+import triton.language as tl
+
+from .config import LaunchConfig
+from .launch import kernel, next_power_of_2
+from .sizing import vocab_block, vocab_warps
+
+#: Largest k (``fast_topk``) and num_samples (``fast_sample``) of the kernel: its set of the k best
+#: entries lives in registers, and their ranks come from a [k, k] comparison.
+_MAX_TOP = 64
+#: Exp(1) noise is clamped to this before dividing (the reference's ``clamp_min``).
+_FLOAT32_TINY = tl.constexpr(torch.finfo(torch.float32).tiny)
+_KEY32_MIN = tl.constexpr(-(2**31))
+_KEY32_MAX = tl.constexpr(2**31 - 1)
+_KEY64_MIN = tl.constexpr(-(2**63))
+_KEY64_MAX = tl.constexpr(2**63 - 1)
+_NO_INDEX = tl.constexpr(2**31 - 1)
+
+
+# --------------------------------------------------------------------------------------------------
+# Keys and the best entries of a row
+
+
+@triton.jit
+def _ordered_key(x, WIDE: tl.constexpr):
+    """An integer ordering like the float ``x`` (fp32, or fp64 when ``WIDE``): negative floats have
+    their magnitude bits flipped; NaN is the largest key, -0 and +0 are both 0."""
+    if WIDE:
+        bits = x.to(tl.int64, bitcast=True)
+        key = tl.where(bits < 0, bits ^ _KEY64_MAX, bits)
+        key = tl.where(x != x, _KEY64_MAX, key)
+    else:
+        bits = x.to(tl.int32, bitcast=True)
+        key = tl.where(bits < 0, bits ^ _KEY32_MAX, bits)
+        key = tl.where(x != x, _KEY32_MAX, key)
+    return tl.where(x == 0, 0, key)
+
+
+@triton.jit
+def _key_bounds(WIDE: tl.constexpr):
+    """(below every key, the largest key) in the key type."""
+    if WIDE:
+        lowest = tl.full((), _KEY64_MIN, tl.int64)
+        highest = tl.full((), _KEY64_MAX, tl.int64)
+    else:
+        lowest = tl.full((), _KEY32_MIN, tl.int32)
+        highest = tl.full((), _KEY32_MAX, tl.int32)
+    return lowest, highest
+
+
+@triton.jit
+def _lane_best(best_key, best_index, keys, offsets):
+    """Per lane, the larger key; a tie keeps the lane's earlier (lower) index."""
+    better = keys > best_key
+    return tl.where(better, keys, best_key), tl.where(better, offsets, best_index)
+
+
+@triton.jit
+def _first_best(best_key, best_index):
+    """The lowest index holding the largest key, over the lanes of ``_lane_best``."""
+    top = tl.max(best_key, 0)
+    return tl.min(tl.where(best_key == top, best_index, _NO_INDEX), 0)
+
+
+@triton.jit
+def _worst(top_keys, top_index, valid, key_max):
+    """The entry of the best set a better one replaces: its smallest key, and among equal keys the
+    highest index (the lower ones came first: they win the tie)."""
+    worst_key = tl.min(tl.where(valid, top_keys, key_max), 0)
+    worst_index = tl.max(tl.where(valid & (top_keys == worst_key), top_index, -_NO_INDEX), 0)
+    return worst_key, worst_index
+
+
+@triton.jit
+def _insert_block(keys, offsets, top_keys, top_index, valid, worst_key, worst_index, key_min, key_max):
+    """Move the block's entries that beat the set's worst into the best set, best first. Blocks come
+    in index order, so an entry tied with the worst has a higher index than it and stays out."""
+    best = tl.max(keys, 0)
+    while best > worst_key:
+        at = tl.min(tl.where(keys == best, offsets, _NO_INDEX), 0)
+        replaced = valid & (top_keys == worst_key) & (top_index == worst_index)
+        top_keys = tl.where(replaced, best, top_keys)
+        top_index = tl.where(replaced, at, top_index)
+        keys = tl.where(offsets == at, key_min, keys)
+        worst_key, worst_index = _worst(top_keys, top_index, valid, key_max)
+        best = tl.max(keys, 0)
+    return top_keys, top_index, worst_key, worst_index
+
+
+@triton.jit
+def _block_keys(
+    src_row, stride_n, noise_row, noise_stride, start, n, key_min, RACE: tl.constexpr, WIDE: tl.constexpr,
+    BLOCK: tl.constexpr,
+):  # fmt: skip
+    """(indices, keys) of lanes ``start + [0, BLOCK)``: keys of the values, or of the race scores
+    ``float32(p) / max(E, tiny)`` when ``RACE``; lanes past ``n`` get ``key_min``."""
+    offsets = start + tl.arange(0, BLOCK)
+    inside = offsets < n
+    x = tl.load(src_row + offsets.to(tl.int64) * stride_n, mask=inside, other=0)
+    if RACE:
+        noise = tl.load(noise_row + offsets.to(tl.int64) * noise_stride, mask=inside, other=1.0)
+        x = tl.div_rn(x.to(tl.float32), tl.maximum(noise, _FLOAT32_TINY))
+    elif not WIDE:
+        x = x.to(tl.float32)
+    return offsets, tl.where(inside, _ordered_key(x, WIDE), key_min)
+
+
+@kernel
+@triton.jit
+def _top_kernel(
+    src_ptr, src_stride_o, src_stride_i, src_stride_n,
+    noise_ptr, noise_stride_o, noise_stride_n,
+    values_ptr, values_stride_o, values_stride_i, values_stride_k,
+    index_ptr, index_stride_o, index_stride_i, index_stride_k,
+    rows, inner, n, k,
+    RACE: tl.constexpr, WIDE: tl.constexpr, TOP: tl.constexpr, BLOCK: tl.constexpr,
+):  # fmt: skip
+    """Row r = (r // inner, r % inner) of ``src`` viewed as ``[outer, inner, n]``: its k best ids
+    (``TOP`` = next power of two of k) and their values, in order, into ``[outer, inner, k]``."""
+    key_min, key_max = _key_bounds(WIDE)
+    slots = tl.arange(0, TOP)
+    valid = slots < k
+    for program_row in range(tl.program_id(0), rows, tl.num_programs(0)):
+        row = tl.zeros((), tl.int64) + program_row
+        outer = row // inner
+        within = row - outer * inner
+        src_row = src_ptr + outer * src_stride_o + within * src_stride_i
+        noise_row = noise_ptr
+        if RACE:  # [B, V] noise rows: inner == 1
+            noise_row = noise_ptr + outer * noise_stride_o
+        if TOP == 1:
+            best_key = tl.zeros([BLOCK], key_min.dtype) + key_min
+            best_index = tl.zeros([BLOCK], tl.int32) - 1
+            for start in range(0, n, BLOCK):
+                offsets, keys = _block_keys(
+                    src_row, src_stride_n, noise_row, noise_stride_n, start, n, key_min, RACE, WIDE, BLOCK
+                )
+                best_key, best_index = _lane_best(best_key, best_index, keys, offsets)
+            top_index = tl.zeros([TOP], tl.int32) + _first_best(best_key, best_index)
+            rank = slots
+        else:
+            # Placeholders hold distinct negative ids (a worst entry is one slot) below every key.
+            top_keys = tl.zeros([TOP], key_min.dtype) + key_min
+            top_index = -1 - slots
+            worst_key, worst_index = _worst(top_keys, top_index, valid, key_max)
+            for start in range(0, n, BLOCK):
+                offsets, keys = _block_keys(
+                    src_row, src_stride_n, noise_row, noise_stride_n, start, n, key_min, RACE, WIDE, BLOCK
+                )
+                top_keys, top_index, worst_key, worst_index = _insert_block(
+                    keys, offsets, top_keys, top_index, valid, worst_key, worst_index, key_min, key_max
+                )
+            # rank of entry i: the entries before it (larger key, or equal key and lower index)
+            before = (top_keys[None, :] > top_keys[:, None]) | (
+                (top_keys[None, :] == top_keys[:, None]) & (top_index[None, :] < top_index[:, None])
+            )
+            rank = tl.sum((valid[None, :] & before).to(tl.int32), 1)
+        value = tl.load(src_row + top_index.to(tl.int64) * src_stride_n, mask=valid)
+        tl.store(values_ptr + outer * values_stride_o + within * values_stride_i + rank * values_stride_k,
+                 value, mask=valid)  # fmt: skip
+        tl.store(index_ptr + outer * index_stride_o + within * index_stride_i + rank * index_stride_k,
+                 top_index.to(tl.int64), mask=valid)  # fmt: skip
+
+
+#: ``(outer, inner, (stride outer, stride inner, stride along dim))`` of a tensor seen as rows.
+_Rows = tuple[int, int, tuple[int, int, int]]
+
+
+def _rows(tensor: torch.Tensor, dim: int) -> _Rows | None:
+    """``tensor`` seen as ``[outer, inner, size of dim]`` rows along ``dim``, or None where its
+    strides allow no such view. Matrices along their last dimension (the usual call) are read off
+    the strides; other layouts try a view."""
+    dim %= tensor.dim()
+    if tensor.dim() <= 2 and dim == tensor.dim() - 1:
+        return (tensor.shape[0] if dim else 1), 1, (tensor.stride(0) if dim else 0, 0, tensor.stride(dim))
+    outer = math.prod(tensor.shape[:dim])
+    inner = math.prod(tensor.shape[dim + 1 :])
+    try:
+        view = tensor.movedim(dim, -1).view(outer, inner, tensor.shape[dim])
+    except RuntimeError:
+        return None
+    stride_outer, stride_inner, stride_along = view.stride()
+    return outer, inner, (stride_outer, stride_inner, stride_along)
+
+
+def _launch_top(
+    config: LaunchConfig,
+    src: torch.Tensor,
+    src_rows: _Rows,
+    n: int,
+    noise: torch.Tensor | None,
+    k: int,
+    out_values: torch.Tensor,
+    out_indices: torch.Tensor,
+    out_rows: tuple[_Rows, _Rows],
+) -> None:
+    """The k best of each of ``src``'s rows of ``n``; ``noise``: ``[outer, n]`` (the race)."""
+    outer, inner, src_strides = src_rows
+    rows = outer * inner
+    if rows == 0:
+        return
+    block = vocab_block(config, n)
+    race = noise is not None
+    _top_kernel[(min(rows, config.max_grid),)](
+        src, *src_strides,
+        noise, *(noise.stride() if noise is not None else (0, 0)),
+        out_values, *out_rows[0][2], out_indices, *out_rows[1][2],
+        rows, inner, n, k,
+        RACE=race, WIDE=src.dtype == torch.float64 and not race, TOP=next_power_of_2(k), BLOCK=block,
+        num_warps=vocab_warps(config, block),
+    )  # fmt: skip
+
+
+def _fast_topk(
+    config: LaunchConfig,
+    values: torch.Tensor,
+    k: int,
+    dim: int,
+    out_values: torch.Tensor,
+    out_indices: torch.Tensor,
+) -> None:
+    if k > _MAX_TOP:
+        torch.topk(values, k, dim, largest=True, sorted=True, out=(out_values, out_indices))
+        return
+    src_rows = _rows(values, dim)
+    if src_rows is None:
+        values = values.contiguous()
+        src_rows = _rows(values, dim)
+        assert src_rows is not None
+    values_rows, index_rows = _rows(out_values, dim), _rows(out_indices, dim)
+    if values_rows is None or index_rows is None:  # outputs with unusual strides: through a copy
+        staged_values, staged_indices = torch.empty_like(out_values), torch.empty_like(out_indices)
+        _fast_topk(config, values, k, dim, staged_values, staged_indices)
+        out_values.copy_(staged_values)
+        out_indices.copy_(staged_indices)
+        return
+    n = values.shape[dim]
+    _launch_top(config, values, src_rows, n, None, k, out_values, out_indices, (values_rows, index_rows))
+
+
+def _fast_sample(
+    config: LaunchConfig,
+    probs: torch.Tensor,
+    exp_noise: torch.Tensor,
+    num_samples: int,
+    out_probs: torch.Tensor,
+    out_indices: torch.Tensor,
+) -> None:
+    if num_samples > _MAX_TOP:
+        scores = probs.float() / exp_noise.clamp_min(torch.finfo(torch.float32).tiny)
+        indices = torch.topk(scores, num_samples, dim=-1).indices
+        out_indices.copy_(indices)
+        torch.gather(probs, 1, indices, out=out_probs)
+        return
+    rows = (_rows(probs, 1), _rows(out_probs, 1), _rows(out_indices, 1))  # matrices: never None
+    assert rows[0] is not None and rows[1] is not None and rows[2] is not None
+    _launch_top(
+        config,
+        probs,
+        rows[0],
+        probs.shape[1],
+        exp_noise,
+        num_samples,
+        out_probs,
+        out_indices,
+        (rows[1], rows[2]),
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Softmax over the vocabulary (and the race over it)
+
+
+@triton.jit
+def _scaled_logits(logits_row, stride_v, start, vocab, temperature, HAS_TEMPERATURES: tl.constexpr,
+                   BLOCK: tl.constexpr):  # fmt: skip
+    """(indices, in range, fp32 logits / temperature) of lanes ``start + [0, BLOCK)``; -inf past V."""
+    offsets = start + tl.arange(0, BLOCK)
+    inside = offsets < vocab
+    x = tl.load(logits_row + offsets.to(tl.int64) * stride_v, mask=inside, other=float("-inf")).to(tl.float32)
+    if HAS_TEMPERATURES:
+        x = tl.div_rn(x, temperature)
+    return offsets, inside, x
+
+
+@kernel
+@triton.jit
+def _softmax_kernel(
+    logits_ptr, logits_stride_b, logits_stride_v,
+    temperatures_ptr, temperatures_stride,
+    top_ks_ptr, top_ks_stride,
+    noise_ptr, noise_stride_b, noise_stride_v,
+    q_ptr, q_stride_b, q_stride_v,
+    q_x_ptr, q_x_stride, x_ptr, x_stride,
+    batch, vocab,
+    HAS_TEMPERATURES: tl.constexpr, SAMPLE: tl.constexpr, HAS_TOP_KS: tl.constexpr, BLOCK: tl.constexpr,
+):  # fmt: skip
+    """``q = softmax(logits / temperatures)`` per row; ``SAMPLE``: also ``x`` (the race over q, or
+    argmax q where ``top_ks <= 1``) and ``q_x = q[x]``."""
+    for row in range(tl.program_id(0), batch, tl.num_programs(0)):
+        row64 = tl.zeros((), tl.int64) + row
+        logits_row = logits_ptr + row64 * logits_stride_b
+        temperature = 1.0
+        if HAS_TEMPERATURES:
+            temperature = tl.load(temperatures_ptr + row64 * temperatures_stride)
+        running_max = tl.full((), float("-inf"), tl.float32)
+        running_sum = tl.zeros((), tl.float32)
+        for start in range(0, vocab, BLOCK):
+            _, _, x = _scaled_logits(
+                logits_row, logits_stride_v, start, vocab, temperature, HAS_TEMPERATURES, BLOCK
+            )
+            new_max = tl.maximum(running_max, tl.max(x, 0))
+            # Exponents relative to 0 while every logit so far is -inf (exp(-inf - -inf) is NaN).
+            shift = tl.where(new_max == float("-inf"), 0.0, new_max)
+            running_sum = running_sum * tl.exp(running_max - shift) + tl.sum(tl.exp(x - shift), 0)
+            running_max = new_max
+        shift = tl.where(running_max == float("-inf"), 0.0, running_max)
+        inverse = 1.0 / running_sum
+        q_row = q_ptr + row64 * q_stride_b
+        if SAMPLE:
+            greedy = tl.zeros((), tl.int1)
+            if HAS_TOP_KS:
+                greedy = tl.load(top_ks_ptr + row64 * top_ks_stride) <= 1
+            noise_row = noise_ptr + row64 * noise_stride_b
+            best_key = tl.zeros([BLOCK], tl.int32) + _KEY32_MIN
+            best_index = tl.zeros([BLOCK], tl.int32) - 1
+            best_q = tl.zeros([BLOCK], tl.float32)
+        for start in range(0, vocab, BLOCK):
+            offsets, inside, x = _scaled_logits(
+                logits_row, logits_stride_v, start, vocab, temperature, HAS_TEMPERATURES, BLOCK
+            )
+            q = tl.exp(x - shift) * inverse
+            tl.store(q_row + offsets.to(tl.int64) * q_stride_v, q, mask=inside)
+            if SAMPLE:
+                # Greedy rows rank q itself and never read their noise.
+                noise = tl.load(
+                    noise_row + offsets.to(tl.int64) * noise_stride_v, mask=inside & ~greedy, other=1.0
+                )
+                score = tl.where(greedy, q, tl.div_rn(q, tl.maximum(noise, _FLOAT32_TINY)))
+                keys = tl.where(inside, _ordered_key(score, False), _KEY32_MIN)
+                better = keys > best_key  # as _lane_best, carrying q along
+                best_key = tl.where(better, keys, best_key)
+                best_index = tl.where(better, offsets, best_index)
+                best_q = tl.where(better, q, best_q)
+        if SAMPLE:
+            token = _first_best(best_key, best_index)
+            # The lane holding the token (lane ids are the indices modulo BLOCK) kept its q.
+            tl.store(q_x_ptr + row64 * q_x_stride, tl.sum(tl.where(best_index == token, best_q, 0.0), 0))
+            tl.store(x_ptr + row64 * x_stride, token.to(tl.int64))
+
+
+def _launch_softmax(
+    config: LaunchConfig,
+    logits: torch.Tensor,
+    temperatures: torch.Tensor | None,
+    q: torch.Tensor,
+    sample: tuple[torch.Tensor | None, torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
+) -> None:
+    """``sample``: (top_ks, exp_noise, q_x, x) of ``sample_draft_proposal``."""
+    batch, vocab = logits.shape
+    if batch == 0:
+        return
+    top_ks, noise, q_x, x = sample if sample is not None else (None, None, None, None)
+    block = vocab_block(config, vocab)
+    _softmax_kernel[(min(batch, config.max_grid),)](
+        logits, *logits.stride(),
+        temperatures, 0 if temperatures is None else temperatures.stride(0),
+        top_ks, 0 if top_ks is None else top_ks.stride(0),
+        noise, *((0, 0) if noise is None else noise.stride()),
+        q, *q.stride(),
+        q_x, 0 if q_x is None else q_x.stride(0), x, 0 if x is None else x.stride(0),
+        batch, vocab,
+        HAS_TEMPERATURES=temperatures is not None, SAMPLE=sample is not None, HAS_TOP_KS=top_ks is not None,
+        BLOCK=block, num_warps=vocab_warps(config, block),
+    )  # fmt: skip
+
+
+def _renorm_draft_probs(
+    config: LaunchConfig, logits: torch.Tensor, temperatures: torch.Tensor | None, probs: torch.Tensor
+) -> None:
+    _launch_softmax(config, logits, temperatures, probs)
+
+
+def _sample_draft_proposal(
+    config: LaunchConfig,
+    logits: torch.Tensor,
+    temperatures: torch.Tensor,
+    top_ks: torch.Tensor | None,
+    exp_noise: torch.Tensor,
+    out_q: torch.Tensor,
+    out_q_x: torch.Tensor,
+    out_x: torch.Tensor,
+) -> None:
+    _launch_softmax(config, logits, temperatures, out_q, (top_ks, exp_noise, out_q_x, out_x))
+
+
+# --------------------------------------------------------------------------------------------------
+
+#: The family's launchers of this module: op name -> launcher(config, *provider arguments).
+LAUNCHERS: dict[str, Callable[..., None]] = {
+    "fast_topk": _fast_topk,
+    "fast_sample": _fast_sample,
+    "renorm_draft_probs": _renorm_draft_probs,
+    "sample_draft_proposal": _sample_draft_proposal,
+}

@@ -1,0 +1,102 @@
+"""Family D7's Triton kernels (interpreted) against the portable references of
+``spec_hal/ops/renorm.py``. Helpers and the kinds of checks: see ``test_tree.py``.
+
+The interpreter's tile is 64 lanes, so a vocabulary of a few hundred values is narrowed by counting
+passes before its last candidates (at most 64) are gathered and sorted; rows of one repeated value
+end on a bracket of one key holding more values than that.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from triton_family.interpreted import TRITON_VENDORS, small_cases
+from triton_family.test_tree import (
+    assert_passes,
+    assert_passes_with_vendor_config,
+    assert_providers_agree,
+    built,
+    case_id,
+    column_major,
+    padded,
+    relaid,
+)
+from triton_family.test_vocab import SMALL_GRID, provider
+
+from spec_hal.conformance.cases import renorm as renorm_cases
+from spec_hal.kernels.triton import renorm as renorm_kernels
+
+OPS = ("top_k_renorm_prob", "top_p_renorm_prob")
+K, P = OPS
+B = renorm_cases.BUILDERS
+EXTRA = [
+    built(B, K, "narrowed_peaked", bs=2, vocab=200, k_values=(1, 7, 40, 150)),
+    built(B, K, "narrowed_flat_int32", bs=2, vocab=200, rows="flat", idx_dtype=torch.int32),
+    built(B, K, "narrowed_ties", bs=2, vocab=200, rows="ties", k_values=(1, 80, 150, 199)),
+    built(B, K, "one_key_bracket", bs=2, vocab=200, rows="equal", k_values=(1, 100)),
+    built(B, K, "scalar_in_place", bs=2, vocab=130, rows="flat", k=65, in_place=True),
+    built(B, P, "narrowed_peaked", bs=2, vocab=200, p_values=(0.25, 0.75, 0.984375)),
+    built(B, P, "narrowed_flat", bs=2, vocab=200, rows="flat", p_values=(0.1, 0.5, 0.9)),
+    built(B, P, "narrowed_ties", bs=2, vocab=200, rows="ties", p_values=(0.2, 0.6, 0.95)),
+    built(B, P, "one_key_bracket", bs=2, vocab=200, rows="equal", p=0.5),
+    built(B, P, "scalar_in_place", bs=2, vocab=130, rows="peaked", p=0.9, in_place=True),
+]
+STRIDED = [
+    relaid(case, layout)
+    for case in (
+        built(B, K, "one_tile", bs=3, vocab=64),
+        built(B, P, "one_tile", bs=3, vocab=64, rows="flat"),
+    )
+    for layout in (padded, column_major)
+]
+
+
+@pytest.mark.parametrize("case", [c for op in OPS for c in small_cases(op)] + EXTRA + STRIDED, ids=case_id)
+def test_case(case):
+    assert_passes(case)
+
+
+#: Vocabularies past one Hopper tile (2048 lanes) whose kept sets need narrowing passes (more than
+#: 256 groups of lane maxima, 1024 candidates at most).
+WIDE_CASES = [
+    built(B, K, "wide_flat", bs=1, vocab=2500, rows="flat", k=1200),
+    built(B, P, "wide_flat", bs=1, vocab=2500, rows="flat", p=0.9),
+]
+
+
+@pytest.mark.parametrize("vendor", TRITON_VENDORS)
+def test_every_vendor_configuration(vendor):
+    golden = [c for op in OPS for c in small_cases(op) if c.kind == "golden"]
+    assert_passes_with_vendor_config(vendor, renorm_kernels, [*golden, *WIDE_CASES])
+
+
+# --------------------------------------------------------------------------------------------------
+# Providers called directly: more rows than programs, and inputs the contract rejects on CPU only
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_programs_take_several_rows(op):
+    kwargs = B[op](torch.device("cpu"), bs=5, vocab=150, rows="peaked", seed=3)
+    parameter = kwargs["top_k" if op == K else "top_p"]
+    args = [kwargs["probs"], parameter, 0 if op == K else 1.0, kwargs["out"]]
+    assert_providers_agree(op, provider(op, SMALL_GRID), args)
+
+
+@pytest.mark.filterwarnings("ignore:divide by zero", "ignore:invalid value")  # the interpreter's numpy
+@pytest.mark.parametrize("op", OPS)
+def test_garbage_probs_write_only_the_output(op):
+    """Negative, NaN and infinite values (unchecked on accelerators without SPEC_HAL_DEBUG): the
+    kernel ends and writes the output rows only."""
+    gen = torch.Generator().manual_seed(5)
+    probs = torch.rand(4, 150, generator=gen)
+    probs[0, :40] = -torch.rand(40, generator=gen)
+    probs[1, 7] = float("nan")
+    probs[2, 9] = float("inf")
+    probs[3] = -1.0
+    before = probs.clone()
+    room = torch.full((6, 150), -7.0)
+    parameter = torch.tensor([3, 60, 100, 1]) if op == K else torch.tensor([0.3, 0.5, 0.9, 0.2])
+    provider(op)(probs, parameter, 0, room[1:5])
+    torch.testing.assert_close(probs, before, rtol=0, atol=0, equal_nan=True)
+    assert (room[0] == -7).all() and (room[5] == -7).all()
+    assert not (room[1:5] == -7).all(dim=1).any()  # every row written

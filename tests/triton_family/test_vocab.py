@@ -1,0 +1,170 @@
+"""Family D's Triton kernels over the vocabulary (interpreted): ``fast_topk``, ``fast_sample``,
+``renorm_draft_probs``, ``sample_draft_proposal``, against the portable references of
+``spec_hal/ops/sampling/draft.py``. Helpers and the kinds of checks: see ``test_tree.py``.
+
+The sampling ops take their Exp(1) noise as a tensor in the provider signature: given the same noise
+the kernel must draw exactly the reference's ids, which the direct calls below check.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import pytest
+import torch
+from triton_family.interpreted import TRITON_VENDORS, small_cases
+from triton_family.test_tree import (
+    assert_passes,
+    assert_passes_with_vendor_config,
+    assert_providers_agree,
+    built,
+    case_id,
+    column_major,
+    padded,
+    relaid,
+)
+
+from spec_hal.conformance.cases import sampling as sampling_cases
+from spec_hal.kernels.triton import family
+from spec_hal.kernels.triton import vocab as vocab_kernels
+from spec_hal.kernels.triton.config import INTERPRETER
+
+OPS = ("fast_topk", "fast_sample", "renorm_draft_probs", "sample_draft_proposal")
+#: Several interpreter tiles (64 lanes), the last one partial.
+BLOCKS = 3 * 64 + 5
+B = sampling_cases.BUILDERS
+NO_SAMPLE_CHECK = sampling_cases.NO_SAMPLE_CHECK
+EXTRA = [
+    built(B, "fast_topk", "blocks_k8", bs=3, topk=8, vocab=BLOCKS),
+    built(B, "fast_topk", "blocks_f64_middle", bs=2, topk=4, vocab=BLOCKS, layout="middle", dtype=torch.float64),
+    built(B, "fast_topk", "blocks_bf16_first", bs=3, topk=2, vocab=150, layout="first", dtype=torch.bfloat16),
+    built(B, "fast_topk", "k1_fp16", bs=3, topk=1, vocab=BLOCKS, dtype=torch.float16),
+    built(B, "fast_sample", "one_hot_blocks", bs=3, vocab=BLOCKS, rows="one_hot"),
+    built(B, "fast_sample", "zero_rows", bs=2, vocab=BLOCKS, rows="zero"),
+    built(B, "renorm_draft_probs", "blocks_bf16", bs=3, vocab=BLOCKS, dtype=torch.bfloat16),
+    built(B, "renorm_draft_probs", "no_temperatures", bs=2, vocab=BLOCKS, use_rejection_sampling=False, with_temperatures=False),
+    built(B, "sample_draft_proposal", "greedy_blocks_int32", bs=3, vocab=BLOCKS, top_ks="greedy", idx_dtype=torch.int32),
+    built(B, "sample_draft_proposal", "mixed_blocks", bs=3, vocab=BLOCKS, unchecked=NO_SAMPLE_CHECK),
+]  # fmt: skip
+STRIDED = [
+    relaid(case, layout) for case in (EXTRA[0], EXTRA[6], EXTRA[8]) for layout in (padded, column_major)
+]
+
+
+@pytest.mark.parametrize("case", [c for op in OPS for c in small_cases(op)] + EXTRA + STRIDED, ids=case_id)
+def test_case(case):
+    assert_passes(case)
+
+
+#: Past one Hopper tile (2048 fp32 lanes).
+WIDE_CASES = [
+    built(B, "fast_topk", "wide", bs=2, topk=8, vocab=5000, dtype=torch.float32),
+    built(B, "renorm_draft_probs", "wide", bs=2, vocab=5000),
+    built(B, "sample_draft_proposal", "wide_greedy", bs=2, vocab=5000, top_ks="greedy"),
+]
+
+
+@pytest.mark.parametrize("vendor", TRITON_VENDORS)
+def test_every_vendor_configuration(vendor):
+    golden = [c for op in OPS for c in small_cases(op) if c.kind == "golden"]
+    assert_passes_with_vendor_config(vendor, vocab_kernels, [*golden, *WIDE_CASES])
+
+
+# --------------------------------------------------------------------------------------------------
+# Providers called directly: the same noise gives the same draws; ties, NaN and signed zeros
+
+
+#: Grids capped at 2 programs: each program takes several rows (also used by test_renorm.py).
+SMALL_GRID = dataclasses.replace(INTERPRETER, max_grid=2)
+
+
+def provider(op: str, config=INTERPRETER):
+    """The family's provider of ``op`` with ``config``, called directly (no contract, no checks)."""
+    return functools.partial(family.LAUNCHERS[op], config)
+
+
+def _gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+@pytest.mark.parametrize("num_samples", [1, 3, 8])
+def test_fast_sample_draws_the_reference_ids_from_the_same_noise(num_samples):
+    gen = _gen(num_samples)
+    probs = torch.softmax(torch.randn(5, BLOCKS, generator=gen) * 2, dim=-1)
+    noise = torch.empty(5, BLOCKS).exponential_(generator=gen)
+    noise[1, 3] = 0.0  # clamped to tiny: a huge score
+    args = [
+        probs,
+        noise,
+        num_samples,
+        torch.full((5, num_samples), float("nan")),
+        torch.full((5, num_samples), -7),
+    ]
+    assert_providers_agree("fast_sample", provider("fast_sample", SMALL_GRID), args)
+
+
+@pytest.mark.parametrize("top_ks", [None, torch.tensor([0, 1, 2, 9, -1])])
+def test_sample_draft_proposal_draws_the_reference_ids_from_the_same_noise(top_ks):
+    gen = _gen(7)
+    logits = torch.randn(5, BLOCKS, generator=gen) * 3
+    logits[2, :70] = float("-inf")  # a first tile of -inf only
+    temperatures = torch.rand(5, 1, generator=gen) + 0.25
+    noise = torch.empty(5, BLOCKS).exponential_(generator=gen)
+    outputs = [
+        torch.full((5, BLOCKS), float("nan")),
+        torch.full((5, 1), float("nan")),
+        torch.full((5, 1), -7),
+    ]
+    args = [logits, temperatures, top_ks, noise, *outputs]
+    assert_providers_agree("sample_draft_proposal", provider("sample_draft_proposal", SMALL_GRID), args)
+
+
+def _stable_topk(values: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Descending, ties to the lowest index, -0 equal to +0, NaN above +inf (the kernel's order)."""
+    by_value = torch.sort(values.nan_to_num(nan=float("inf")), dim=-1, descending=True, stable=True).indices
+    nan_first = torch.sort(values.isnan().gather(-1, by_value).int(), dim=-1, descending=True, stable=True)
+    indices = by_value.gather(-1, nan_first.indices)[..., :k]
+    return values.gather(-1, indices), indices
+
+
+@pytest.mark.parametrize("k", [1, 2, 5, 16])
+def test_fast_topk_ties_go_to_the_lowest_index(k):
+    values = torch.randint(0, 6, (4, BLOCKS), generator=_gen(k)).float()
+    values[1] = torch.arange(BLOCKS).float()  # ascending: every tile beats the set k times
+    values[2, ::2] = -0.0
+    values[2, 1::2] = 0.0
+    values[3, [5, 70, 150]] = float("nan")
+    out = (torch.full((4, k), 5.0), torch.full((4, k), -7))
+    provider("fast_topk", SMALL_GRID)(values, k, 1, *out)
+    want_values, want_indices = _stable_topk(values, k)
+    assert torch.equal(out[1], want_indices)
+    torch.testing.assert_close(out[0], want_values, equal_nan=True)
+    assert torch.equal(out[0].signbit(), want_values.signbit())  # the stored value is the row's own
+
+
+def test_fast_topk_beyond_the_register_set_uses_torch():
+    values = torch.randperm(300, generator=_gen(1)).float().view(2, 150)
+    k = vocab_kernels._MAX_TOP + 1
+    out = (torch.empty(2, k), torch.empty(2, k, dtype=torch.int64))
+    provider("fast_topk")(values, k, 1, *out)
+    want = torch.topk(values, k, dim=1)
+    assert torch.equal(out[0], want.values) and torch.equal(out[1], want.indices)
+
+
+def test_fast_topk_outputs_without_a_row_view_are_staged():
+    values = torch.randperm(2 * 3 * 70, generator=_gen(2)).float().view(2, 70, 3)
+    out_values = torch.full((3, 4, 2), float("nan")).permute(2, 1, 0)  # [2, 4, 3], no [outer, inner, k] view
+    out_indices = torch.full((3, 4, 2), -7).permute(2, 1, 0)
+    provider("fast_topk")(values, 4, 1, out_values, out_indices)
+    want = torch.topk(values, 4, dim=1)
+    assert torch.equal(out_values, want.values) and torch.equal(out_indices, want.indices)
+
+
+@pytest.mark.filterwarnings("ignore:divide by zero", "ignore:invalid value")  # the interpreter's numpy
+def test_renorm_draft_probs_rows_of_minus_infinity():
+    logits = torch.randn(3, BLOCKS, generator=_gen(3))
+    logits[0] = float("-inf")  # the reference's softmax is NaN there
+    logits[1, 64:] = float("-inf")
+    args = [logits, torch.tensor([[0.5], [1.0], [2.0]]), torch.full((3, BLOCKS), -7.0)]
+    assert_providers_agree("renorm_draft_probs", provider("renorm_draft_probs", SMALL_GRID), args)
