@@ -74,13 +74,20 @@ def git_commit(cwd: str | os.PathLike[str] | None = None) -> str | None:
 
 
 def status_line(message: str, *, width: int = 80, stream: TextIO | None = None) -> None:
-    """Rewrite the progress line on ``stream`` (default stderr) in place, cut to ``width``."""
-    print(f"\r{message}".ljust(width)[:width], end="", file=stream or sys.stderr, flush=True)
+    """Show a progress message on ``stream`` (default stderr): on a terminal it rewrites the
+    progress line in place, cut to ``width``; elsewhere (a log, a pipe) it is a line of its own."""
+    out = stream or sys.stderr
+    if out.isatty():
+        print(f"\r{message}".ljust(width)[:width], end="", file=out, flush=True)
+    else:
+        print(message, file=out, flush=True)
 
 
 def end_status_line(stream: TextIO | None = None) -> None:
-    """End the progress line, so that what follows starts on a line of its own."""
-    print("", file=stream or sys.stderr)
+    """End the progress line on a terminal, so that what follows starts on a line of its own."""
+    out = stream or sys.stderr
+    if out.isatty():
+        print("", file=out)
 
 
 class CheckResult(Protocol):
@@ -105,7 +112,7 @@ def check_progress(
 ) -> Callable[[CheckResult], None]:
     """A progress callback for a conformance run: each failure printed on ``out`` (stdout) at once, so
     that a run cut short by a time limit still shows it; a count of checks on ``err`` (stderr),
-    rewritten after every check on a terminal, else every ``every`` checks."""
+    rewritten after every check on a terminal, else a line every ``every`` checks."""
     done = 0
 
     def progress(result: CheckResult) -> None:
@@ -119,13 +126,14 @@ def check_progress(
             )
         stream = err or sys.stderr
         if stream.isatty() or done % every == 0:
-            print(f"\r  {done} checks ({result.op})".ljust(70), end="", file=stream, flush=True)
+            status_line(f"  {done} checks ({result.op})", width=70, stream=stream)
 
     return progress
 
 
 def bench_progress(stream: TextIO | None = None) -> Callable[[str], None]:
-    """A progress callback for the bench: each message replaces the last on one status line."""
+    """A progress callback for the bench: each message replaces the last on one status line (one
+    line per message when ``stream`` is not a terminal)."""
 
     def progress(message: str) -> None:
         status_line(message, stream=stream)

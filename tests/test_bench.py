@@ -183,3 +183,104 @@ def test_host_profile_of_a_public_call():
     assert entry["per_call_us"] > 0 and 0 < len(entry["top"]) <= 14
     assert {"function", "calls", "own_us_per_call", "cumulative_us_per_call"} <= set(entry["top"][0])
     assert "tottime" in entry["text"]
+
+
+# --------------------------------------------------------------------------------------------------
+# What the bench prints and draws
+
+
+def _data(rows, **more):
+    base = {
+        "device": "cpu",
+        "device_name": "test cpu",
+        "date": "today",
+        "commit": None,
+        "versions": {"torch": "2.x", "triton": None},
+        "dispatch": {"public_us": 3.0, "validation_us": 1.0, "dispatch_overhead_us": 0.5, "direct_us": 1.5},
+        "rows": rows,
+    }
+    return base | more
+
+
+def _timed(op, provider, size, time_us, spread_us=1.0):
+    return {"op": op, "provider": provider, "size": size, "time_us": time_us, "spread_us": spread_us}
+
+
+def test_header_says_unknown_for_a_run_outside_a_git_checkout():
+    import io
+
+    from spec_hal.bench import print_table
+
+    out = io.StringIO()
+    print_table(_data([_timed("fast_topk", "portable", "bs=1", 10.0)]), out)
+    assert "commit unknown," in out.getvalue() and "commit None" not in out.getvalue()
+
+
+def test_a_noisy_run_is_flagged():
+    import io
+
+    from spec_hal.bench import NOISY_SPREAD, median_relative_spread, noise_warning, print_table
+
+    quiet = [_timed("fast_topk", "portable", f"bs={b}", 10.0, 1.0) for b in (1, 64, 256)]
+    noisy = [_timed("fast_topk", "portable", f"bs={b}", 10.0, 6.0) for b in (1, 64, 256)]
+    assert median_relative_spread(quiet) == 0.1 < NOISY_SPREAD < median_relative_spread(noisy) == 0.6
+    assert noise_warning({"median_relative_spread": 0.1}) is None
+    out = io.StringIO()
+    print_table(_data(noisy, median_relative_spread=0.6), out)
+    assert "warning: noisy timings (median spread 60% of the median time" in out.getvalue()
+
+
+def test_a_run_records_its_schema_version_and_spread():
+    data = run("cpu", {"fill_bonus_tokens"}, "quick")
+    assert data["schema_version"] == 1
+    assert data["median_relative_spread"] is not None and data["median_relative_spread"] >= 0
+
+
+def test_plot_gives_each_provider_one_colour_and_keeps_the_title_clear():
+    pytest.importorskip("matplotlib")
+    from spec_hal.bench.report import figure
+
+    rows = []
+    for index in range(34):  # as many panels as a full run: nine rows of them under the title
+        providers = ("cpu", "portable") if index == 2 else ("portable", "cpu", "naive-loop")
+        rows += [_timed(f"op_{index:02d}", p, f"bs={b}", 10.0 * b) for p in providers for b in (1, 64)]
+    rows += [_timed("op_00", "cpu", f"bs={b} num_layers=60", 20.0 * b) for b in (64, 512)]
+    drawn = figure(_data(rows))
+    colours: dict[str, set] = {}
+    for axis in drawn.axes:
+        for line in axis.get_lines():
+            provider = line.get_label().split()[0]
+            colours.setdefault(provider, set()).add(line.get_color())
+    assert set(colours) == {"portable", "cpu", "naive-loop"}
+    assert all(len(found) == 1 for found in colours.values()), colours
+    assert len({next(iter(found)) for found in colours.values()}) == 3
+    drawn.canvas.draw()
+    renderer = drawn.canvas.get_renderer()
+    title = drawn._suptitle.get_window_extent(renderer)
+    assert "commit unknown" in drawn._suptitle.get_text()
+    for axis in drawn.axes:
+        if axis.get_visible() and axis.axison:
+            assert axis.get_tightbbox(renderer).y1 <= title.y0
+
+
+def test_missed_targets_include_an_intended_portable_provider_and_skip_an_unbound_one():
+    from spec_hal.bench.report import missed_targets
+
+    def row(op, provider, intended):
+        return {
+            "op": op,
+            "provider": provider,
+            "intended": intended,
+            "size": "bs=64",
+            "class": "bandwidth",
+            "bytes": 1 << 30,
+            "pct_copy_bw": 10.0,
+        }
+
+    data = {
+        "launch_floor_us": 1.0,
+        "rows": [row("fast_topk", "portable", "portable"), row("move_kv_cache", "portable", "triton")],
+    }
+    missed = missed_targets(data)
+    assert any(line.startswith("- fast_topk, bandwidth") for line in missed)
+    assert not any("move_kv_cache" in line for line in missed)

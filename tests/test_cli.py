@@ -1,8 +1,10 @@
-"""``spec-hal``: ``info`` through the console script and ``python -m spec_hal``, the bench's options,
-and spec_hal.reporting (versions, the commit measured, progress lines)."""
+"""``spec-hal``: ``info`` through the console script and ``python -m spec_hal``, exit codes and
+one-line errors, the bench's options, and spec_hal.reporting (versions, the commit measured,
+progress lines)."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -28,7 +30,8 @@ def test_info_json_has_the_documented_keys_and_every_op_bound():
     done = spec_hal("info", "--json")
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
-    assert set(data) == {"device", "probes", "ops", "plugins", "versions"}
+    assert set(data) == {"schema_version", "device", "probes", "ops", "plugins", "versions"}
+    assert data["schema_version"] == 1
     assert data["device"]["name"] == "cpu"
     assert [p["vendor"] for p in data["probes"]] == ["hip", "musa", "cuda", "npu", "xpu", "cpu"]
     assert all({"installed", "present", "visible"} <= set(p) for p in data["probes"])
@@ -57,6 +60,144 @@ def test_unknown_device_exits_non_zero_with_a_clear_message():
     assert done.returncode != 0
     assert "SPEC_HAL_DEVICE='nonsense' is not a known device" in done.stderr
     assert "known: hip, musa, cuda, npu, xpu, cpu" in done.stderr and "Traceback" not in done.stderr
+
+
+def python_with(blocked: str, *args: str) -> subprocess.CompletedProcess:
+    """``spec-hal ARGS`` in a Python where the package ``blocked`` cannot be imported."""
+    code = f"import sys; sys.modules[{blocked!r}] = None; from spec_hal.cli import main; sys.exit(main(sys.argv[1:]))"
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("SPEC_HAL_")}
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, env=environment, timeout=300
+    )
+
+
+def one_line_error(done: subprocess.CompletedProcess) -> str:
+    """The error of a command that refused to run: exit status 2, nothing on stdout, one line."""
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == "", done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("spec-hal: error: "), done.stderr
+    return lines[0]
+
+
+def _usable(vendor: str) -> bool:
+    from spec_hal import registry
+
+    return any(p.vendor == vendor and p.usable for p in registry.detect().probes)
+
+
+@pytest.mark.skipif(_usable("cuda"), reason="a CUDA device is present")
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["check", "--device", "cuda"],
+        ["bench", "--device", "cuda"],
+        ["bench", "--sweep", "--device", "cuda"],
+        ["demo", "--device", "cuda"],
+        ["demo", "--device", "cuda:0"],
+    ],
+)
+def test_commands_that_run_ops_refuse_an_absent_device(args):
+    done = spec_hal(*args, SPEC_HAL_STRICT="1")
+    assert "no cuda device here: " in one_line_error(done)
+
+
+def test_info_explains_an_absent_device_and_demo_names_a_bad_one():
+    assert spec_hal("info", "--device", "musa").returncode == 0
+    line = one_line_error(spec_hal("demo", "--device", "nonsense"))
+    assert "'nonsense' is neither a spec_hal device" in line
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("fast_topk=nonsense", "op 'fast_topk' has no provider 'nonsense' on device 'cpu'; available: "),
+        ("nonsense_op=portable", "SPEC_HAL_OPS names unknown op(s): nonsense_op"),
+        ("fast_topk", "SPEC_HAL_OPS: entry 'fast_topk' is not of the form op=provider"),
+    ],
+)
+def test_a_bad_op_override_is_one_error(override, message):
+    assert message in one_line_error(spec_hal("info", SPEC_HAL_OPS=override))
+
+
+def test_a_bad_op_override_stops_check_before_it_runs():
+    line = one_line_error(spec_hal("check", SPEC_HAL_OPS="fast_topk=nonsense"))
+    assert "op 'fast_topk' has no provider 'nonsense'" in line
+
+
+def test_a_good_op_override_binds():
+    done = spec_hal("info", "--json", SPEC_HAL_OPS="assign_extend_cache_locs=portable")
+    assert done.returncode == 0, done.stderr
+    row = next(r for r in json.loads(done.stdout)["ops"] if r["op"] == "assign_extend_cache_locs")
+    assert row["provider"] == "portable" and "SPEC_HAL_OPS" in row["reason"]
+
+
+def test_check_refuses_when_the_devices_own_providers_are_missing():
+    line = one_line_error(python_with("triton", "check", "--device", "hip", "--emulate", "--small"))
+    assert "check --device hip would not test hip's own providers: " in line
+    assert "Triton is not installed" in line and 'pip install "spec-hal[triton]"' in line
+
+
+def test_bench_plot_needs_matplotlib_before_it_benchmarks():
+    line = one_line_error(python_with("matplotlib", "bench", "--device", "cpu", "--plot", "x.png"))
+    assert line == 'spec-hal: error: --plot needs matplotlib: pip install "spec-hal[bench]"'
+
+
+def test_help_reads_as_text():
+    top = spec_hal("--help")
+    assert top.returncode == 0 and "`" not in top.stdout and "spec_hal: vendor-neutral" in top.stdout
+    bench = spec_hal("bench", "--help")
+    assert "--sizes {quick,full}  quick: batch sizes 1, 64, 256" in bench.stdout
+
+
+def test_info_says_why_other_providers_were_not_chosen_once():
+    text = spec_hal("info").stdout
+    assert "skipped" not in text and "not chosen: portable (intended provider is 'cpu')" in text
+    fallback = python_with("triton", "info", "--device", "hip").stdout
+    rows = [line for line in fallback.splitlines() if "FALLBACK: " in line]
+    said = [line for line in fallback.splitlines() if "'triton' is not registered for 'hip'" in line]
+    assert rows and said == rows  # the reason once, on the FALLBACK line
+    assert "not chosen: triton" not in fallback
+
+
+def test_the_current_device_has_a_short_repr():
+    import spec_hal
+
+    assert repr(spec_hal.current_device()) == "DeviceDescriptor(name='cpu', device_type='cpu')"
+
+
+def test_check_summary_counts_pass_fail_skip_in_that_order_and_groups_skip_reasons(capsys):
+    from spec_hal.cli import print_check, summary_line
+
+    assert summary_line({"skip": 2, "pass": 5}) == "5 pass, 2 skip"
+    assert summary_line({"fail": 1, "pass": 0, "skip": 3}) == "0 pass, 1 fail, 3 skip"
+
+    def row(op, status, reason=""):
+        return {"op": op, "provider": "portable", "status": status, "reason": reason}
+
+    generator = "takes a torch.Generator, which dynamo cannot trace"
+    results = [row("fast_topk", "pass"), row("fast_sample", "skip", generator)]
+    results += [row("sample_draft_proposal", "skip", generator), row("move_kv_cache", "skip", "no graphs")]
+    print_check({"device": "cpu", "seconds": 1.0, "summary": {"pass": 1, "skip": 3}, "results": results})
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == "conformance on cpu (1.0 s): 1 pass, 3 skip"
+    assert (
+        "skip reasons:\n"
+        f"     2 skipped: {generator} (fast_sample, sample_draft_proposal)\n"
+        "     1 skipped: no graphs (move_kv_cache)\n"
+    ) in out
+
+
+def test_log_records_start_on_a_line_of_their_own_on_a_terminal():
+    import logging
+
+    from spec_hal.cli import LineLogHandler
+
+    stream = Terminal()
+    handler = LineLogHandler(stream)
+    stream.write("\r  12 checks (fast_topk)")
+    handler.emit(logging.LogRecord("spec_hal", logging.WARNING, __file__, 1, "careful", None, None))
+    assert stream.getvalue().endswith("\r" + " " * 80 + "\rcareful\n")
 
 
 @pytest.mark.skipif(shutil.which("spec-hal") is None, reason="console script not installed")
@@ -131,32 +272,50 @@ def test_versions_name_spec_hal_and_every_recorded_package():
     assert versions()["spec_hal"] == package_version("spec-hal")  # not passed: the installed one
 
 
-def test_check_progress_prints_failures_at_once_and_counts_on_stderr():
-    import io
+class Terminal(io.StringIO):
+    """A stream that says it is a terminal (progress lines are rewritten in place there)."""
 
+    def isatty(self):
+        return True
+
+
+def test_check_progress_prints_failures_at_once_and_counts_on_stderr():
     from spec_hal.conformance.runner import Result
     from spec_hal.reporting import check_progress
 
-    out, err = io.StringIO(), io.StringIO()
-    progress = check_progress(out, err, every=2)
+    out, log = io.StringIO(), io.StringIO()
+    progress = check_progress(out, log, every=2)
     progress(Result("cpu", "fast_topk", "portable", "random", "c0", "pass"))
-    assert out.getvalue() == "" and err.getvalue() == ""
+    assert out.getvalue() == "" and log.getvalue() == ""
     progress(Result("cpu", "fast_topk", "cpu", "golden", "g1", "fail", "x" * 400))
     assert out.getvalue() == f"FAIL fast_topk [cpu] golden g1: {'x' * 300}\n"
-    assert err.getvalue() == "\r  2 checks (fast_topk)".ljust(70)
+    assert log.getvalue() == "  2 checks (fast_topk)\n"  # not a terminal: a plain line
+    terminal = Terminal()
+    check_progress(io.StringIO(), terminal, every=2)(Result("cpu", "fast_topk", "cpu", "random", "c", "pass"))
+    assert terminal.getvalue() == "\r  1 checks (fast_topk)".ljust(70)
 
 
-def test_bench_progress_rewrites_one_line():
-    import io
-
+def test_bench_progress_rewrites_one_line_on_a_terminal_and_writes_lines_elsewhere():
     from spec_hal.reporting import bench_progress, end_status_line
 
-    err = io.StringIO()
-    progress = bench_progress(err)
+    terminal = Terminal()
+    progress = bench_progress(terminal)
     progress("[1/2] op {'bs': 1}")
     progress("y" * 100)
-    end_status_line(err)
-    assert err.getvalue() == "\r[1/2] op {'bs': 1}".ljust(80) + ("\r" + "y" * 79) + "\n"
+    end_status_line(terminal)
+    assert terminal.getvalue() == "\r[1/2] op {'bs': 1}".ljust(80) + ("\r" + "y" * 79) + "\n"
+    log = io.StringIO()
+    progress = bench_progress(log)
+    progress("[1/2] op {'bs': 1}")
+    progress("[2/2] op {'bs': 64}")
+    end_status_line(log)
+    assert log.getvalue() == "[1/2] op {'bs': 1}\n[2/2] op {'bs': 64}\n"
+
+
+def test_a_check_written_to_a_log_has_no_carriage_returns():
+    done = spec_hal("check", "--device", "cpu", "--ops", "fill_bonus_tokens,move_kv_cache", "--no-compile")
+    assert done.returncode == 0, done.stderr
+    assert "\r" not in done.stdout + done.stderr and "  50 checks (" in done.stderr  # a line per 50
 
 
 # --------------------------------------------------------------------------------------------------
@@ -234,6 +393,7 @@ def test_bench_host_profile_prints_and_records_the_profile(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert "=== assign_extend_cache_locs bs=8:" in done.stdout and "tottime" in done.stdout
+    assert f"results written to {path}" in done.stdout
     data = json.loads(path.read_text())
     (profile,) = data["host_profile"]
     assert profile["op"] == "assign_extend_cache_locs" and profile["bs"] == 8 and profile["top"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,9 +16,13 @@ PACKAGE = Path(__file__).parent / "oot_vendor"
 
 @pytest.fixture(scope="module")
 def plugin_site(tmp_path_factory) -> Path:
-    """Build and install the plugin package (offline, no deps) into its own site directory."""
+    """Build and install the plugin package (offline, no deps) into its own site directory. It is
+    built from a copy: setuptools leaves build/ and *.egg-info where it builds."""
     target = tmp_path_factory.mktemp("oot_site")
     build = tmp_path_factory.mktemp("oot_build")
+    source = shutil.copytree(
+        PACKAGE, build / "oot_vendor", ignore=shutil.ignore_patterns("build", "*.egg-info")
+    )
     subprocess.run(
         [
             sys.executable,
@@ -30,7 +35,7 @@ def plugin_site(tmp_path_factory) -> Path:
             "--no-index",
             "--target",
             str(target),
-            str(PACKAGE),
+            str(source),
         ],
         check=True,
         cwd=build,
@@ -121,3 +126,87 @@ def test_pytest_form_of_the_suite_runs_the_plugin_op(plugin_site, tmp_path):
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     data = json.loads(report.read_text())
     assert data["device"] == "oot" and data["summary"].get("pass", 0) > 0 and not data["summary"].get("fail")
+
+
+# --------------------------------------------------------------------------------------------------
+# Plugins that misbehave while importing, and plugin device names in any case. These are made on
+# the spot: a module and a .dist-info with entry_points.txt on PYTHONPATH (no pip install).
+
+RTDEV_PLUGIN = """
+import spec_hal
+from spec_hal import Capabilities, Check, DeviceDescriptor, ProbeResult
+
+SPEC_HAL_API_VERSION = 1
+
+
+def probe(facts):
+    ok = Check(True, "always here")
+    return ProbeResult("RTDev", ok, ok, ok)
+
+
+def register():
+    spec_hal.register_device(
+        DeviceDescriptor(
+            name="RTDev", device_type="cpu", priority=-5, probe=probe, dist_backend="gloo",
+            capabilities=Capabilities(), priority_reason="a test vendor whose name has capitals",
+        )
+    )
+"""
+
+
+def made_plugins(site: Path, **entry_points: str) -> Path:
+    """``entry_points``: entry-point name -> module source (the entry point is ``module:register``)."""
+    site.mkdir(parents=True, exist_ok=True)
+    lines = ["[spec_hal.devices]"]
+    for name, source in entry_points.items():
+        module = f"made_plugin_{name.lower()}"
+        (site / f"{module}.py").write_text(source)
+        lines.append(f"{name} = {module}:register")
+    info = site / "made_spec_hal_plugins-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: made-spec-hal-plugins\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("\n".join(lines) + "\n")
+    return site
+
+
+CALL_TWICE = """
+import logging, torch, spec_hal
+logging.basicConfig(level=logging.WARNING, format="LOG %(name)s %(message)s")
+for attempt in range(2):
+    try:
+        spec_hal.ops.fast_topk(torch.tensor([[3.0, 9.0, 1.0]]), 1)
+        print("call ran")
+    except Exception as error:
+        print("call raised", type(error).__name__)
+"""
+
+
+@pytest.mark.parametrize("escape", ["import sys; sys.exit(3)", "raise KeyboardInterrupt"])
+def test_a_plugin_that_exits_while_importing_is_reported_not_propagated(tmp_path, escape):
+    site = made_plugins(tmp_path / "site", leaving=escape)
+    done = run_python(site, CALL_TWICE)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["call ran", "call ran"]
+    assert "LOG spec_hal" in done.stderr and "plugin leaving (made_plugin_leaving:register)" in done.stderr
+    reported = run_python(
+        site,
+        "import spec_hal, spec_hal.plugins as p; spec_hal.devices(); print([(r.name, r.status) for r in p.reports()])",
+    )
+    assert reported.stdout.strip() == "[('leaving', 'failed')]", reported.stderr
+
+
+@pytest.mark.parametrize("escape", ["import sys; sys.exit(3)", "raise ImportError('broken')"])
+def test_under_strict_every_op_call_fails_after_a_plugin_failed(tmp_path, escape):
+    site = made_plugins(tmp_path / "site", leaving=escape)
+    done = run_python(site, CALL_TWICE, SPEC_HAL_STRICT="1")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["call raised PluginError", "call raised PluginError"]
+
+
+def test_a_plugin_device_named_in_capitals_is_selected_by_spec_hal_device(tmp_path):
+    site = made_plugins(tmp_path / "site", RTDev=RTDEV_PLUGIN)
+    code = "import spec_hal; print(spec_hal.current_device().name)"
+    for selected in ("RTDev", "rtdev", "RTDEV"):
+        done = run_python(site, code, SPEC_HAL_DEVICE=selected)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == "RTDev"

@@ -31,12 +31,37 @@ from . import host
 from .naive import NAIVE_LOOPS
 from .report import COLUMNS
 
-#: Typical sizes of the spec (§J); "full" adds the large ones for bandwidth-bound ops.
+#: Version of the layout of :func:`run`'s result (the JSON of ``spec-hal bench --json``): raised when
+#: a key changes meaning or goes away.
+SCHEMA_VERSION = 1
+#: Typical batch sizes; "full" adds more, and the large sizes of bandwidth-bound ops.
 QUICK_SIZES = [{"bs": 1}, {"bs": 64}, {"bs": 256}]
 FULL_SIZES = [{"bs": b} for b in (1, 8, 64, 256, 512)]
 #: KV rows of 8 KV heads x 128 dims bf16 (2 KiB); bs 64 / 512 segments of 4 lanes move 256 / 2048 slots.
 _KV_ROW = {"num_layers": 60, "row_shape": (8, 128)}
 LARGE_SIZES: dict[str, list[dict[str, Any]]] = {
+    # the vocabulary-wide ops at a 128k vocabulary too (32k is the typical size)
+    **{
+        op: [{"bs": b, "vocab": 131072} for b in (64, 512)]
+        for op in (
+            "top_k_renorm_prob",
+            "top_p_renorm_prob",
+            "fast_topk",
+            "fast_sample",
+            "renorm_draft_probs",
+            "sample_draft_proposal",
+        )
+    },
+    "tree_speculative_sampling_target_only": [
+        {"bs": 64, "vocab": 32768},
+        {"bs": 64, "vocab": 131072},
+        {"bs": 256, "vocab": 131072},
+    ],
+    "chain_speculative_sampling": [
+        {"bs": 64, "vocab": 32768},
+        {"bs": 64, "vocab": 131072},
+        {"bs": 512, "vocab": 131072},
+    ],
     "move_kv_cache": [{"bs": 64, **_KV_ROW}, {"bs": 512, **_KV_ROW}],
     "move_accept_tokens_to_target_kvcache": [{"bs": 64, **_KV_ROW}, {"bs": 512, **_KV_ROW}],
     # 48 layers of 32 x 128 x 128 fp32 SSM states (2 MiB per entry), drawn on the device
@@ -245,6 +270,7 @@ def run(
     device = torch_device_of(descriptor)
     rows: list[dict[str, Any]] = []
     data: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
         "device": descriptor.name,
         "device_name": _device_name(descriptor, device),
         "date": time.strftime("%Y-%m-%d"),
@@ -276,6 +302,7 @@ def run(
             for provider in sorted(providers, key=lambda p: p != registry.PORTABLE):
                 measured = _measure(op, builder, sizes, device, provider)
                 row = _row(op, provider, sizes, measured, registry.ops()[op].op_class, data)
+                row["intended"] = registry.intent_of(descriptor, op).provider
                 if provider == registry.PORTABLE:
                     portable_time = row.get("graph_us") or row["time_us"]
                 row["speedup_vs_portable"] = (
@@ -302,7 +329,33 @@ def run(
                 )
         if device.type == "cpu" and (ops is None or "generate_token_bitmask" in ops):
             rows += _grammar_rows(which, progress)
+    data["median_relative_spread"] = median_relative_spread(rows)
     return data
+
+
+#: A median interquartile range above this share of the median time means other work disturbed the
+#: run (an idle machine stays near a tenth).
+NOISY_SPREAD = 0.25
+
+
+def median_relative_spread(rows: list[dict[str, Any]]) -> float | None:
+    """The median over rows of spread / time: how repeatable this run's timings were."""
+    ratios = [
+        r["spread_us"] / r["time_us"] for r in rows if r.get("spread_us") is not None and r.get("time_us")
+    ]
+    return round(statistics.median(ratios), 3) if ratios else None
+
+
+def noise_warning(data: dict[str, Any]) -> str | None:
+    """A warning when the run's timings were noisy (see :data:`NOISY_SPREAD`), else None."""
+    spread = data.get("median_relative_spread")
+    if spread is None or spread <= NOISY_SPREAD:
+        return None
+    return (
+        f"warning: noisy timings (median spread {spread:.0%} of the median time, an idle machine "
+        f"stays under {NOISY_SPREAD:.0%}): other work shares this machine; compare ratios within this "
+        "run, or rerun on an idle machine"
+    )
 
 
 def _grammar_rows(which: str, progress: Callable[[str], None] | None) -> list[dict[str, Any]]:
@@ -416,8 +469,9 @@ def _copy_bandwidth(device: torch.device, nbytes: int = 1 << 30) -> float:
 
 def print_table(data: dict[str, Any], stream: Any = sys.stdout) -> None:
     print(
-        f"spec-hal bench on {data['device']} ({data['device_name']}), {data['date']}, commit {data['commit']}, "
-        f"torch {data['versions']['torch']}, triton {data['versions']['triton']}",
+        f"spec-hal bench on {data['device']} ({data['device_name']}), {data['date']}, "
+        f"commit {data['commit'] or 'unknown'}, torch {data['versions']['torch']}, "
+        f"triton {data['versions']['triton'] or 'not installed'}",
         file=stream,
     )
     if data.get("launch_floor_us") is not None:
@@ -444,6 +498,9 @@ def print_table(data: dict[str, Any], stream: Any = sys.stdout) -> None:
     print("  ".join(c.ljust(widths[c]) for c in present), file=stream)
     for row in data["rows"]:
         print("  ".join(str(row.get(c, "")).ljust(widths[c]) for c in present), file=stream)
+    warning = noise_warning(data)
+    if warning:
+        print(warning, file=stream)
 
 
 #: The host-time layers of a Triton row (``spec_hal/bench/host.py``), in call order.

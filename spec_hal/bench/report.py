@@ -32,30 +32,59 @@ TYPICAL_KEYS = {"topk", "num_steps", "page_size", "vocab"}
 
 
 def plot(data: dict[str, Any], path: str) -> None:
-    """Time against batch size per op (one line per provider), the launch floor drawn in."""
+    """Write :func:`figure` as a PNG."""
+    import matplotlib.pyplot as plt
+
+    drawn = figure(data)
+    drawn.savefig(path, dpi=80)
+    plt.close(drawn)
+
+
+#: Line styles of one provider's lines in one panel (its non-batch configurations: large sizes).
+LINE_STYLES = ("-", "--", ":", "-.")
+
+
+def figure(data: dict[str, Any]) -> Any:
+    """Time against batch size per op, one panel per op: one line per provider (and non-batch
+    configuration), each provider in one colour across all panels, the launch floor drawn in."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     ops = sorted({row["op"] for row in data["rows"]})
+    providers = sorted({row["provider"] for row in data["rows"]})
+    colours = {provider: f"C{index % 10}" for index, provider in enumerate(providers)}
     cols = 4
     rows = max(1, -(-len(ops) // cols))
-    figure, axes = plt.subplots(rows, cols, figsize=(4 * cols, 3 * rows), squeeze=False)
+    # constrained layout keeps the title clear of the first row of panels
+    drawn, axes = plt.subplots(
+        rows, cols, figsize=(4 * cols, 3 * rows + 0.5), squeeze=False, layout="constrained"
+    )
     for axis, op in zip(axes.flat, ops, strict=False):
-        by_provider: dict[str, list[tuple[int, float]]] = {}
+        by_provider: dict[tuple[str, str], list[tuple[int, float]]] = {}
         for row in data["rows"]:
             match = re.search(r"bs=(\d+)", row["size"])
             if row["op"] == op and match:
                 # one line per provider and non-batch configuration (the large sizes are lines of their own)
                 extra = [p for p in row["size"].split() if p.split("=")[0] not in TYPICAL_KEYS | {"bs"}]
-                label = " ".join([row["provider"], *extra])
-                by_provider.setdefault(label, []).append(
+                key = (row["provider"], " ".join(extra))
+                by_provider.setdefault(key, []).append(
                     (int(match.group(1)), row.get("graph_us") or row["time_us"])
                 )
-        for provider, points in sorted(by_provider.items()):
+        styles: dict[str, int] = {}
+        for (provider, configuration), points in sorted(by_provider.items()):
             points.sort()
-            axis.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=provider)
+            style = LINE_STYLES[styles.setdefault(provider, 0) % len(LINE_STYLES)]
+            styles[provider] += 1
+            axis.plot(
+                [p[0] for p in points],
+                [p[1] for p in points],
+                marker="o",
+                color=colours[provider],
+                linestyle=style,
+                label=f"{provider} {configuration}".strip(),
+            )
         if data.get("launch_floor_us"):
             axis.axhline(data["launch_floor_us"], color="grey", linestyle="--", label="launch floor")
         axis.set_title(op, fontsize=8)
@@ -66,10 +95,10 @@ def plot(data: dict[str, Any], path: str) -> None:
         axis.legend(fontsize=6)
     for axis in list(axes.flat)[len(ops) :]:
         axis.axis("off")
-    figure.suptitle(f"spec-hal bench: {data['device']} ({data['device_name']}), commit {data['commit']}")
-    figure.tight_layout()
-    figure.savefig(path, dpi=80)
-    plt.close(figure)
+    drawn.suptitle(
+        f"spec-hal bench: {data['device']} ({data['device_name']}), commit {data['commit'] or 'unknown'}"
+    )
+    return drawn
 
 
 def markdown_table(data: dict[str, Any]) -> str:
@@ -101,7 +130,7 @@ def section(data: dict[str, Any], source: str) -> str:
     head = [
         f"## {data['device']}: {data['device_name']}",
         "",
-        f"{data['date']}, commit `{data['commit']}`, torch {versions['torch']}, triton {versions['triton']}, "
+        f"{data['date']}, commit `{data['commit'] or 'unknown'}`, torch {versions['torch']}, triton {versions['triton']}, "
         f"sizes `{data['sizes']}`; from `{source}`.",
         "",
     ]
@@ -150,12 +179,14 @@ HOST_TARGET_OVER_LAUNCH_US = 3.0
 
 
 def missed_targets(data: dict[str, Any]) -> list[str]:
-    """One line per (op, target) missed by the accelerated providers of an accelerator run."""
+    """One line per (op, target) missed by the bound providers of an accelerator run: every
+    non-portable provider, and the portable one where the vendor intends it."""
     if not data.get("launch_floor_us"):
         return []
     lines: dict[tuple[str, str], list[str]] = {}
     for row in data["rows"]:
-        if row["provider"] == "portable" or row["provider"] == "naive-loop":
+        unbound_portable = row["provider"] == "portable" and row.get("intended", "portable") != "portable"
+        if unbound_portable or row["provider"] == "naive-loop":
             continue
         op, size = row["op"], row["size"]
         if row.get("class") == "latency" and row.get("x_floor", 0) > LATENCY_TARGET_X_FLOOR:

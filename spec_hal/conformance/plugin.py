@@ -34,14 +34,25 @@ def pytest_addoption(parser: Any) -> None:
 
 
 def _devices(config: Any) -> list[Any]:
+    """The devices to check. A named device must be present (unless emulated) and have its intended
+    providers registered: otherwise the suite would test something else than asked."""
+    import pytest
+
     from spec_hal import registry
+    from spec_hal.conformance.runner import absent_reason, unavailable_providers
 
     name = config.getoption("--spec-hal-device")
-    if name:
-        return [registry.device(name)]
-    if config.getoption("--spec-hal-emulate"):
-        raise ValueError("--spec-hal-emulate needs --spec-hal-device")
-    return [registry.device(p.vendor) for p in registry.detect().probes if p.usable]
+    emulated = config.getoption("--spec-hal-emulate")
+    if not name:
+        if emulated:
+            raise pytest.UsageError("--spec-hal-emulate needs --spec-hal-device")
+        return [registry.device(p.vendor) for p in registry.detect().probes if p.usable]
+    descriptor = registry.device(name)
+    absent = None if emulated else absent_reason(descriptor)
+    problems = ([absent] if absent else []) + unavailable_providers(descriptor)
+    if problems:
+        raise pytest.UsageError(f"--spec-hal-device={name}: " + "; ".join(problems))
+    return [descriptor]
 
 
 def pytest_generate_tests(metafunc: Any) -> None:

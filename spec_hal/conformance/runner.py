@@ -5,7 +5,9 @@ portable reference; every tensor reachable from the arguments after the call (ou
 inputs alike: inputs must stay unchanged, poisoned tails must stay poisoned) and the return value
 are compared. Golden cases are also compared with their expected values. Bad cases must raise.
 Graph capture (where the device supports it) replays a captured call on new inputs written into
-the same buffers. The compile check traces the op with ``torch.compile(fullgraph=True)``.
+the same buffers. The compile check traces the op with ``torch.compile(fullgraph=True)``. The
+opcheck runs ``torch.library.opcheck`` on ``torch.ops.spec_hal.<op>`` (mutation annotations, fake
+implementation, AOT dispatch) with the provider arguments of one golden (else random) case.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ from .case import BadCase, Case
 from .tolerance import tolerance
 
 CPU = torch.device("cpu")
+#: Version of the layout of :func:`report`'s JSON: raised when a key changes meaning or goes away.
+SCHEMA_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -41,7 +45,7 @@ class Result:
     device: str
     op: str
     provider: str
-    case_class: str  # random, edge, golden, bad, graph, compile
+    case_class: str  # random, edge, golden, bad, graph, compile-<backend>, opcheck
     case: str
     status: str  # pass, fail, skip
     reason: str = ""
@@ -63,6 +67,8 @@ class Selection:
     #: ops compiled with inductor instead (the full compiler costs seconds per op: a few per family)
     inductor_ops: frozenset[str] = frozenset()
     graphs: bool = True
+    #: torch.library.opcheck of each device op's torch.ops entry, once per provider
+    opcheck: bool = True
     stats: dict[str, float] = field(default_factory=dict)
 
 
@@ -94,6 +100,41 @@ def device_context(descriptor: DeviceDescriptor, emulated: bool = False) -> Any:
     import contextlib
 
     return contextlib.nullcontext()
+
+
+def absent_reason(descriptor: DeviceDescriptor) -> str | None:
+    """Why ops cannot run on ``descriptor``'s device in this process (its probe's answer), or None
+    when they can (also for a device without a probe)."""
+    probe = next((p for p in registry.detect().probes if p.vendor == descriptor.name), None)
+    if probe is None or probe.usable:
+        return None
+    return (
+        f"no {descriptor.name} device here: {probe.reason} "
+        f"(spec-hal info --device {descriptor.name} explains the probe)"
+    )
+
+
+def unavailable_providers(descriptor: DeviceDescriptor, ops: frozenset[str] | None = None) -> list[str]:
+    """The device's intended providers that are not registered here (a missing package), one line
+    per provider with the ops it was meant for: checking then would test only the fallbacks."""
+    registry.REGISTRY.load_bindings(descriptor)
+    missing: dict[str, list[str]] = {}
+    for op in sorted(registry.ops()):
+        if ops is not None and op not in ops:
+            continue
+        intended = registry.intent_of(descriptor, op).provider
+        if intended not in {i.provider for i in registry.implementations(op, descriptor.name)}:
+            missing.setdefault(intended, []).append(op)
+    lines = []
+    for provider, names in sorted(missing.items()):
+        fallback = registry.choose(names[0], descriptor, None).fallback
+        why = fallback.reason if fallback is not None else f"{provider!r} is not registered"
+        hint = ' (pip install "spec-hal[triton]")' if provider == registry.TRITON else ""
+        lines.append(
+            f"{why}{hint}; intended for {len(names)} op(s): {', '.join(names[:3])}"
+            + (", ..." if len(names) > 3 else "")
+        )
+    return lines
 
 
 #: Provider name of a public op that is a composition of device ops, not a device op itself.
@@ -293,6 +334,56 @@ def run_compile_case(case: Case, device: torch.device, provider: str, backend: s
     return compare(_checked(case, compiled_kwargs, compiled), _checked(case, eager_kwargs, eager))
 
 
+def opcheck_case(cases: list[Case], op: str) -> Case | None:
+    """The case whose provider arguments the opcheck of ``op`` uses: its first golden case, else its
+    first random one, that has no empty tensor (an empty batch returns before dispatching)."""
+    for kind in ("golden", "random"):
+        for case in cases:
+            if case.op == op and case.kind == kind and all(t.numel() for _, t in tensors_in(case.build(CPU))):
+                return case
+    return None
+
+
+def _cloned(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, (list, tuple)):
+        return type(value)(_cloned(item) for item in value)
+    return value
+
+
+def provider_args(case: Case, kwargs: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """The arguments each dispatch of one public call hands the provider (copies, taken before the
+    provider runs). The op's ``dispatch`` is wrapped for the duration of the call: its contract
+    computes these arguments, so only a real call yields them."""
+    op = getattr(public_ops, case.op)
+    original = op.dispatch
+    calls: list[tuple[Any, ...]] = []
+
+    def recording_dispatch(device: torch.device, *args: Any) -> None:
+        calls.append(_cloned(args))
+        original(device, *args)
+
+    op.dispatch = recording_dispatch  # an instance attribute: the class's method is back after `del`
+    try:
+        call(case, kwargs)
+    finally:
+        del op.dispatch
+    return calls
+
+
+def run_opcheck_case(case: Case, device: torch.device, provider: str) -> Outcome:
+    """``torch.library.opcheck`` of ``torch.ops.spec_hal.<op>`` served by ``provider``: the schema's
+    mutation annotations against what the provider writes, the fake implementation, AOT dispatch."""
+    kwargs = fresh_build(case, device)  # kept alive: a KV pointer table in the arguments points into it
+    with provider_forced(case.op, provider):
+        calls = provider_args(case, kwargs)
+        if not calls:
+            return "the call dispatched nothing"
+        torch.library.opcheck(getattr(torch.ops.spec_hal, case.op).default, calls[0])
+    return []
+
+
 # --------------------------------------------------------------------------------------------------
 # The suite
 
@@ -325,9 +416,18 @@ def planned(
     compiled_ops: set[tuple[str, str]] = set()
     captured_ops: set[tuple[str, str]] = set()
     graphs = selection.graphs and runtime.supports_graph_capture(device)
+    device_ops = registry.ops()
+    opchecked = (
+        {op: opcheck_case(cases, op) for op in sorted({c.op for c in cases} & set(device_ops))}
+        if selection.opcheck
+        else {}
+    )
     for case in cases:
         for provider in providers_for(case.op, descriptor):
             yield case.op, provider, case.kind, case.name, functools.partial(run_case, case, device, provider)
+            if opchecked.get(case.op) is case:
+                opcheck = functools.partial(run_opcheck_case, case, device, provider)
+                yield case.op, provider, "opcheck", case.name, opcheck
             key = (case.op, provider)
             if selection.compile and key not in compiled_ops and case.kind == "random":
                 compiled_ops.add(key)
@@ -383,6 +483,7 @@ def report(
     for result in results:
         counts[result.status] = counts.get(result.status, 0) + 1
     return {
+        "schema_version": SCHEMA_VERSION,
         "device": descriptor.name,
         "torch_device_type": descriptor.device_type,
         "emulated": emulated,

@@ -104,6 +104,10 @@ class DeviceDescriptor:
         """The intent this descriptor states itself (the registry adds what bound families say)."""
         return self.intents.get(op, self.default_intent)
 
+    def __repr__(self) -> str:
+        # Short: the generated repr spells out the probe, intents and families over a page.
+        return f"DeviceDescriptor(name={self.name!r}, device_type={self.device_type!r})"
+
 
 @dataclass(frozen=True)
 class Implementation:

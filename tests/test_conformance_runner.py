@@ -1,0 +1,86 @@
+"""The conformance runner: the opcheck case class, the report's schema version, and the refusals
+that keep a run from testing something other than asked (an absent device, missing providers)."""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from spec_hal import registry
+from spec_hal.conformance import runner
+from spec_hal.conformance.runner import CPU, Selection, absent_reason, planned, result_of, run_opcheck_case
+from spec_hal.ops import fast_topk
+from spec_hal.testing import isolated_registry
+
+
+def _opcheck_of_fast_topk(provider):
+    """The opcheck of fast_topk on its golden case, served by ``provider`` (a provider function)."""
+    case = runner.opcheck_case(runner.all_cases(), "fast_topk")
+    assert case is not None and case.kind == "golden"
+    with isolated_registry():
+        fast_topk.register_impl("cpu", provider.__name__, provider)
+        thunk = functools.partial(run_opcheck_case, case, CPU, provider.__name__)
+        return result_of("cpu", "fast_topk", provider.__name__, "opcheck", case.name, thunk)
+
+
+def test_opcheck_passes_a_provider_that_writes_only_its_outputs():
+    result = _opcheck_of_fast_topk(_sorted_topk)
+    assert result.status == "pass", result.reason
+
+
+def test_opcheck_fails_a_provider_that_writes_an_input_the_schema_calls_read_only():
+    def scribbling(values, k, dim, out_values, out_indices):
+        _sorted_topk(values, k, dim, out_values, out_indices)
+        values.zero_()  # values is not declared mutated: compiled code would read stale data
+
+    result = _opcheck_of_fast_topk(scribbling)
+    assert result.status == "fail"
+    assert "test_schema" in result.reason and "values" in result.reason, result.reason
+
+
+def _sorted_topk(values, k, dim, out_values, out_indices):
+    top_values, top_indices = torch.sort(values, dim=dim, descending=True, stable=True)
+    out_values.copy_(top_values.narrow(dim, 0, k))
+    out_indices.copy_(top_indices.narrow(dim, 0, k))
+
+
+def test_every_device_op_and_provider_gets_one_opcheck():
+    descriptor = registry.device("cpu")
+    ops = frozenset({"fast_topk", "assign_extend_cache_locs"})
+    rows = [
+        (op, provider, name)
+        for op, provider, case_class, name, _ in planned(descriptor, Selection(ops=ops, compile=False))
+        if case_class == "opcheck"
+    ]
+    expected = {(op, p) for op in ops for p in runner.providers_for(op, descriptor)}
+    assert sorted((op, provider) for op, provider, _ in rows) == sorted(expected)
+    without = planned(descriptor, Selection(ops=ops, compile=False, opcheck=False))
+    assert not [row for row in without if row[2] == "opcheck"]
+
+
+def test_the_report_carries_its_schema_version():
+    data = runner.report([], registry.device("cpu"), 0.0)
+    assert data["schema_version"] == runner.SCHEMA_VERSION == 1
+
+
+def test_an_absent_device_is_named_with_its_probes_reason():
+    assert absent_reason(registry.device("cpu")) is None
+    probes = {p.vendor: p for p in registry.detect().probes}
+    for name in ("cuda", "hip", "musa", "npu", "xpu"):
+        why = absent_reason(registry.device(name))
+        assert (why is None) == probes[name].usable
+        if why is not None:
+            assert why.startswith(f"no {name} device here: {probes[name].reason}")
+
+
+def test_intended_providers_that_are_not_registered_are_listed():
+    descriptor = registry.device("cpu")
+    assert runner.unavailable_providers(descriptor) == []
+    with isolated_registry():
+        registry.declare_intent(
+            "cpu", "fast_topk", registry.Intent("absent_kernel", "a kernel not installed")
+        )
+        lines = runner.unavailable_providers(descriptor)
+        assert runner.unavailable_providers(descriptor, frozenset({"fast_sample"})) == []
+    assert len(lines) == 1 and "'absent_kernel'" in lines[0] and "fast_topk" in lines[0]
