@@ -1,8 +1,12 @@
-"""``spec-hal``: info | check | bench | demo.
+"""``spec-hal``, the command line.
 
 ``spec-hal info`` explains the detected device (every probe's three answers), the binding of every
 op (provider, and why the others were not chosen), plugins and versions; ``--json`` gives the same
-data with top-level keys device, probes, ops, plugins, versions.
+data with top-level keys schema_version, device, probes, ops, plugins, versions.
+
+Exit codes: 0 success; 1 a conformance check failed; 2 the command cannot run as asked (a usage
+error, an unknown op or provider in ``SPEC_HAL_OPS``, an absent device, a missing extra), said in
+one line on stderr.
 """
 
 from __future__ import annotations
@@ -15,9 +19,18 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from . import __version__, plugins, registry
+from . import __version__, config, plugins, registry
 from .errors import SpecHalError
 from .reporting import bench_progress, check_progress, end_status_line, git_commit, versions
+
+#: Version of the layout of ``spec-hal info --json`` (and of ``bench --sweep --json``): raised when
+#: a key changes meaning or goes away.
+SCHEMA_VERSION = 1
+
+DESCRIPTION = (
+    "spec_hal: vendor-neutral device ops for speculative decoding. "
+    "'spec-hal COMMAND --help' describes a command."
+)
 
 
 def _binding_rows(descriptor: registry.DeviceDescriptor) -> list[dict[str, Any]]:
@@ -47,6 +60,7 @@ def info_data(device_name: str | None = None) -> dict[str, Any]:
     descriptor = registry.device(device_name) if device_name else detection.device
     probes = {p.vendor: p.to_json() for p in detection.probes}
     return {
+        "schema_version": SCHEMA_VERSION,
         "device": {
             "name": descriptor.name,
             "detected": detection.device.name,
@@ -120,8 +134,9 @@ def _print_info(data: dict[str, Any]) -> None:
     for row in data["ops"]:
         status = "FALLBACK: " + row["fallback"] if row["fallback"] else row["reason"]
         print(f"  {row['op']:<{width}}  {str(row['provider']):<10} {status}")
-        for skipped in row["skipped"]:
-            print(f"  {'':<{width}}    skipped {skipped['provider']}: {skipped['why']}")
+        for other in row["skipped"]:
+            if other["why"] != row["fallback"]:  # the fallback line already says why
+                print(f"  {'':<{width}}    not chosen: {other['provider']} ({other['why']})")
     print("\nplugins:")
     if not data["plugins"]:
         print("  none found (entry-point group spec_hal.devices)")
@@ -132,10 +147,41 @@ def _print_info(data: dict[str, Any]) -> None:
         print(f"  {name:<28} {value or '-'}")
 
 
+def check_op_overrides(descriptor: registry.DeviceDescriptor) -> None:
+    """Refuse a ``SPEC_HAL_OPS`` that names an unknown op, or a provider the op does not have (or
+    that declines) on ``descriptor``: one error up front instead of one per op."""
+    importlib.import_module("spec_hal.ops")
+    try:
+        overrides = config.op_overrides()
+    except ValueError as exc:
+        raise SpecHalError(str(exc)) from None
+    unknown = sorted(set(overrides) - set(registry.ops()))
+    if unknown:
+        raise SpecHalError(
+            f"{config.ENV_OPS} names unknown op(s): {', '.join(unknown)} (spec-hal info lists the ops)"
+        )
+    for op in overrides:
+        registry.choose(op, descriptor, None)  # a BindingError names the op and the providers it has
+
+
+def _usable(name: str | None, emulated: bool = False) -> registry.DeviceDescriptor:
+    """The device a command runs ops on (default: the detected one). An absent device is an error,
+    unless its providers are emulated on CPU tensors."""
+    from .conformance.runner import absent_reason
+
+    descriptor = registry.device(name) if name else registry.current_device()
+    why = None if emulated else absent_reason(descriptor)
+    if why is not None:
+        raise SpecHalError(why)
+    check_op_overrides(descriptor)
+    return descriptor
+
+
 def _cmd_info(args: argparse.Namespace) -> int:
     if args.matrix:
         print(vendor_matrix())
         return 0
+    check_op_overrides(registry.device(args.device) if args.device else registry.current_device())
     data = info_data(args.device)
     if args.json:
         json.dump(data, sys.stdout, indent=2, default=str)
@@ -148,15 +194,18 @@ def _cmd_info(args: argparse.Namespace) -> int:
 def _cmd_check(args: argparse.Namespace) -> int:
     import time
 
-    from .conformance.runner import Selection, report, run_suite
+    from .conformance.runner import Selection, report, run_suite, unavailable_providers
 
-    descriptor = registry.device(args.device) if args.device else registry.current_device()
-    probe = next((p for p in registry.detect().probes if p.vendor == descriptor.name), None)
-    if probe is not None and not probe.usable and not args.emulate:
-        print(f"skipped: no {descriptor.name} device ({probe.reason})")
-        return 0
+    descriptor = _usable(args.device, args.emulate)
+    ops = _selected_ops(args.ops)
+    missing = unavailable_providers(descriptor, ops)
+    if missing:
+        raise SpecHalError(
+            f"check --device {descriptor.name} would not test {descriptor.name}'s own providers: "
+            + "; ".join(missing)
+        )
     selection = Selection(
-        ops=frozenset(args.ops.split(",")) if args.ops else None,
+        ops=ops,
         small_only=args.small,
         compile=not args.no_compile,
         compile_backend=args.compile_backend,
@@ -167,7 +216,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     results = run_suite(descriptor, selection, check_progress())
     end_status_line()
     data = report(results, descriptor, time.time() - started, args.emulate)
-    _print_check(data)
+    print_check(data)
     if args.report:
         with open(args.report, "w", encoding="utf-8") as handle:
             json.dump(data, handle, indent=1)
@@ -178,7 +227,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
 def _cmd_bench(args: argparse.Namespace) -> int:
     from . import bench
 
-    ops = set(args.ops.split(",")) if args.ops else None
+    selected = _selected_ops(args.ops)
+    ops = set(selected) if selected is not None else None
     if args.sweep:
         if args.plot or args.host_profile is not None:
             raise SpecHalError(
@@ -187,19 +237,21 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         return _cmd_bench_sweep(args, ops)
     if args.sweep_kib is not None or args.sweep_warps is not None:
         raise SpecHalError("--sweep-kib and --sweep-warps choose the candidates of --sweep")
-    from .bench.report import plot
+    if args.plot:
+        _require_matplotlib()
+    descriptor = _usable(args.device)
 
     def checkpoint(partial: dict[str, Any]) -> None:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump(partial, handle, indent=1)
 
-    data = bench.run(args.device, ops, args.sizes, bench_progress(), checkpoint if args.json else None)
+    data = bench.run(descriptor.name, ops, args.sizes, bench_progress(), checkpoint if args.json else None)
     end_status_line()
     if args.host_profile is not None:
         from .bench import host_profile
 
         data["host_profile"] = host_profile.run(
-            args.device, ops, args.host_profile, progress=bench_progress()
+            descriptor.name, ops, args.host_profile, progress=bench_progress()
         )
         end_status_line()
     bench.print_table(data)
@@ -209,9 +261,21 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump(data, handle, indent=1)
+        print(f"results written to {args.json}")
     if args.plot:
+        from .bench.report import plot
+
         plot(data, args.plot)
+        print(f"plot written to {args.plot}")
     return 0
+
+
+def _require_matplotlib() -> None:
+    """``--plot`` needs matplotlib: say so before benchmarking, not after."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise SpecHalError('--plot needs matplotlib: pip install "spec-hal[bench]"') from None
 
 
 def _cmd_bench_sweep(args: argparse.Namespace, ops: set[str] | None) -> int:
@@ -219,12 +283,14 @@ def _cmd_bench_sweep(args: argparse.Namespace, ops: set[str] | None) -> int:
 
     from .bench import sweep
 
+    descriptor = _usable(args.device)
     rows = sweep.run(
-        args.device, ops, args.sweep_kib, args.sweep_warps, emit=lambda line: print(line, flush=True)
+        descriptor.name, ops, args.sweep_kib, args.sweep_warps, emit=lambda line: print(line, flush=True)
     )
     if args.json:
         data = {
-            "device": args.device or registry.current_device().name,
+            "schema_version": SCHEMA_VERSION,
+            "device": descriptor.name,
             "date": time.strftime("%Y-%m-%d"),
             "commit": git_commit(),
             "versions": versions(__version__),
@@ -232,10 +298,63 @@ def _cmd_bench_sweep(args: argparse.Namespace, ops: set[str] | None) -> int:
         }
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump(data, handle, indent=1)
+        print(f"results written to {args.json}")
     return 0
 
 
-def _print_check(data: dict[str, Any]) -> None:
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from . import demo
+
+    if args.device is None or args.device in registry.devices():
+        _usable(args.device)
+    else:  # a torch device string ("cuda:1"): the vendor of its type must be present
+        import torch
+
+        try:
+            device_type = torch.device(args.device).type
+        except RuntimeError:
+            known = ", ".join(sorted(registry.devices()))
+            raise SpecHalError(
+                f"--device {args.device!r} is neither a spec_hal device ({known}) nor a torch device"
+            ) from None
+        _usable(registry.vendor_for(device_type).name)
+    return int(demo.main(args))
+
+
+def _selected_ops(text: str | None) -> frozenset[str] | None:
+    """``--ops a,b``: public op names (None: all); an unknown name is an error, not an empty run."""
+    if not text:
+        return None
+    names = frozenset(name.strip() for name in text.split(",") if name.strip())
+    unknown = sorted(names - set(importlib.import_module("spec_hal.ops").__all__))
+    if unknown:
+        raise SpecHalError(f"--ops: unknown op(s): {', '.join(unknown)} (spec-hal info lists the ops)")
+    return names
+
+
+def summary_line(summary: dict[str, int]) -> str:
+    """``N pass[, N fail][, N skip]``, in that order (counts of zero left out, except pass)."""
+    counts = [f"{summary.get('pass', 0)} pass"]
+    counts += [f"{summary[status]} {status}" for status in ("fail", "skip") if summary.get(status)]
+    return ", ".join(counts)
+
+
+def skip_reasons(results: list[dict[str, Any]]) -> list[str]:
+    """One line per reason a check was skipped: how many, why, and which ops."""
+    by_reason: dict[str, list[str]] = {}
+    for row in results:
+        if row["status"] == "skip":
+            by_reason.setdefault(row["reason"], []).append(row["op"])
+    lines = []
+    for reason, ops in sorted(by_reason.items(), key=lambda item: (-len(item[1]), item[0])):
+        names = sorted(set(ops))
+        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        lines.append(f"  {len(ops):>4} skipped: {reason} ({shown})")
+    return lines
+
+
+def print_check(data: dict[str, Any]) -> None:
+    """The summary of a conformance report: totals, a table per (op, provider), skip reasons."""
     table: dict[tuple[str, str], dict[str, int]] = {}
     for row in data["results"]:
         cell = table.setdefault((row["op"], row["provider"]), {})
@@ -245,16 +364,17 @@ def _print_check(data: dict[str, Any]) -> None:
         if data.get("emulated")
         else data["device"]
     )
-    print(
-        f"conformance on {where} ({data['seconds']} s): "
-        + ", ".join(f"{v} {k}" for k, v in sorted(data["summary"].items()))
-    )
+    print(f"conformance on {where} ({data['seconds']} s): {summary_line(data['summary'])}")
     width = max((len(op) for op, _ in table), default=10)
     print(f"  {'op':<{width}}  {'provider':<12} pass  fail  skip")
     for (op, provider), cell in sorted(table.items()):
         print(
             f"  {op:<{width}}  {provider:<12} {cell.get('pass', 0):>4}  {cell.get('fail', 0):>4}  {cell.get('skip', 0):>4}"
         )
+    reasons = skip_reasons(data["results"])
+    if reasons:
+        print("skip reasons:")
+        print("\n".join(reasons))
     failures = [row for row in data["results"] if row["status"] == "fail"]
     if failures:
         print(f"{len(failures)} failing check(s), listed as they ran (FAIL lines above)")
@@ -281,7 +401,7 @@ def _counts(text: str) -> list[int]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="spec-hal", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="spec-hal", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"spec_hal {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -315,9 +435,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("--device", help="device to benchmark (default: the detected device)")
     bench.add_argument("--ops", help="comma-separated op names (default: all)")
-    bench.add_argument("--sizes", choices=("quick", "full"), default="quick")
-    bench.add_argument("--json", help="write the results as JSON")
-    bench.add_argument("--plot", help="write a PNG plot (needs matplotlib: the bench extra)")
+    bench.add_argument(
+        "--sizes",
+        choices=("quick", "full"),
+        default="quick",
+        help="quick: batch sizes 1, 64, 256 (default); full: 1 to 512 plus each bandwidth-bound op's "
+        "large sizes (long contexts, many KV layers)",
+    )
+    bench.add_argument("--json", metavar="FILE", help="write the results as JSON")
+    bench.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        help='write a PNG plot (needs matplotlib: pip install "spec-hal[bench]")',
+    )
     bench.add_argument(
         "--host-profile",
         nargs="?",
@@ -354,12 +484,33 @@ def build_parser() -> argparse.ArgumentParser:
         "demo", help="an end-to-end speculative decoding loop built from spec_hal ops"
     )
     demo.add_arguments(demo_parser)
-    demo_parser.set_defaults(run=demo.main)
+    demo_parser.set_defaults(run=_cmd_demo)
+
+    from . import aot
+
+    compile_parser = sub.add_parser(
+        "compile", help="compile the Triton kernels ahead of time for each vendor's real targets (no device)"
+    )
+    aot.add_arguments(compile_parser)
+    compile_parser.set_defaults(run=aot.main)
     return parser
 
 
+class LineLogHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Log records on stderr on a line of their own: on a terminal, the progress line (rewritten in
+    place) is cleared first instead of having the record appended to it."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.stream.isatty():
+            self.stream.write("\r" + " " * 80 + "\r")
+        super().emit(record)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    handler = LineLogHandler(sys.stderr)
+    # spec_hal's own messages start with "spec_hal:" (they are also read without this handler)
+    handler.setFormatter(logging.Formatter("%(levelname)s: %(message)s"))
+    logging.basicConfig(level=logging.WARNING, handlers=[handler])
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -36,7 +36,7 @@ DESCRIPTOR = DeviceDescriptor(
     device_type="cuda",
     priority=100,
     probe=probe,
-    dist_backend="rccl",
+    dist_backend="nccl",  # the name torch.distributed accepts on ROCm builds (RCCL behind it)
     capabilities=Capabilities(graph_capture=True, triton=True, record_stream=True, needs_device_guard=True),
     runtime="spec_hal.devices.hip.runtime:RUNTIME",
     families={"triton": TRITON_CONFIG},
