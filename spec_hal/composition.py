@@ -46,7 +46,7 @@ def bind_triton_family(vendor: str, config: object) -> None:
     for name, launcher in family.LAUNCHERS.items():
         getattr(ops, name).register_impl(vendor, TRITON, functools.partial(launcher, launch_config))
     for name in registry.ops():
-        if name not in family.LAUNCHERS:
+        if name not in family.LAUNCHERS or name in family.LEFT_TO_TORCH:
             reason = family.LEFT_TO_TORCH.get(name, "the Triton family has no kernel for it")
             registry.declare_intent(vendor, name, Intent(PORTABLE, reason))
 

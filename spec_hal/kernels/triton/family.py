@@ -2,8 +2,8 @@
 
 A launcher is ``launcher(config, *provider_arguments)``: it takes a vendor's launch configuration,
 then the op's provider arguments (the reference's signature), and launches. Binding the family for
-a vendor registers ``launcher`` with that vendor's configuration for every op of :data:`LAUNCHERS`;
-the ops it leaves to torch are in :data:`LEFT_TO_TORCH`, each with the reason.
+a vendor registers ``launcher`` with that vendor's configuration for every op of :data:`LAUNCHERS`,
+as the intended provider unless :data:`LEFT_TO_TORCH` gives the reason torch serves the op.
 """
 
 from __future__ import annotations
@@ -25,9 +25,16 @@ LAUNCHERS: dict[str, Callable[..., None]] = {
     **simulated.LAUNCHERS,
 }
 
-#: Ops torch already runs as well as a kernel would (one or two fused launches, or host-side
-#: compositions), or that the family does not cover yet: every vendor binding it intends portable.
+#: Ops every vendor binding the family intends portable for, with the reason: torch runs them as
+#: well as a kernel would, the family does not cover them yet, or its launcher (still registered,
+#: selectable with SPEC_HAL_OPS) loses to torch at the batch sizes engines decode with.
+_SLOWER_AT_DECODE_SIZES = (
+    "its Triton launcher is slower than torch at bs <= 64 in the H200 bench (docs/performance.md)"
+)
 LEFT_TO_TORCH: dict[str, str] = {
+    "fast_sample": _SLOWER_AT_DECODE_SIZES,
+    "renorm_draft_probs": _SLOWER_AT_DECODE_SIZES,
+    "sample_draft_proposal": _SLOWER_AT_DECODE_SIZES,
     "select_top_k_tokens": "one top-k and two gathers; the hidden-state gather is a torch copy",
     "organize_draft_results": "a sort and gathers over [bs, K + (S-1)K^2]: torch is a few launches",
     "pack_ngram_full_mask": "NGRAM only; not yet in the Triton family",
