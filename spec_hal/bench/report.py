@@ -22,6 +22,12 @@ COLUMNS = [
     "x_floor",
     "host_us",
     "host_over_launch_us",
+    # where a Triton row's host time goes (spec_hal/bench/host.py)
+    "host_validation_us",
+    "host_dispatch_us",
+    "host_glue_us",
+    "host_binder_us",
+    "host_launcher_us",
     "pct_copy_bw",
     "note",
 ]
@@ -219,6 +225,8 @@ def render(paths: list[str], notes: str | None = None, logs: list[str] | None = 
         "when the op is small), `spread_us` the interquartile range, `graph_us` the device time per call",
         "replayed from a captured graph, `x_floor` that over the empty-kernel floor, `host_us` the eager",
         "host time per call and `host_over_launch_us` its excess over an empty Triton launch,",
+        "`host_validation_us` .. `host_launcher_us` where a Triton row's host time goes (the contract's",
+        "checks, the binding lookup, the provider's Python, Triton's binder, the compiled launcher),",
         "`speedup_vs_portable` the portable provider's time over this row's (graph time where measured).",
         "",
     ]
