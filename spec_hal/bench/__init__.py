@@ -10,6 +10,7 @@ device-to-device copy (the bandwidth ceiling).
 
 from __future__ import annotations
 
+import datetime
 import functools
 import inspect
 import statistics
@@ -273,7 +274,7 @@ def run(
         "schema_version": SCHEMA_VERSION,
         "device": descriptor.name,
         "device_name": _device_name(descriptor, device),
-        "date": time.strftime("%Y-%m-%d"),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "commit": git_commit(),
         "sizes": which,
         "versions": versions(__version__),
