@@ -8,7 +8,7 @@ import os
 
 import pytest
 import torch
-from test_registry import device
+from fake_devices import device
 from torch import Tensor
 
 import spec_hal

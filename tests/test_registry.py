@@ -8,11 +8,11 @@ import threading
 
 import pytest
 import torch
+from fake_devices import device
 from torch import Tensor
 
 import spec_hal
 from spec_hal import registry
-from spec_hal.detect import Check, ProbeResult
 from spec_hal.errors import BindingError, FallbackError
 from spec_hal.opdef import define_op
 from spec_hal.registry import Capabilities, DeviceDescriptor, Intent
@@ -37,28 +37,6 @@ def provider(value: int):
         out.fill_(value)
 
     return fill_value
-
-
-def usable(name):
-    def probe(facts):
-        ok = Check(True, "test device")
-        return ProbeResult(name, ok, ok, ok)
-
-    return probe
-
-
-def device(
-    name, *, intents=None, priority=-10, device_type="cpu", default=Intent("portable", "test default")
-):
-    return DeviceDescriptor(
-        name=name,
-        device_type=device_type,
-        priority=priority,
-        probe=usable(name),
-        dist_backend="gloo",
-        intents=intents or {},
-        default_intent=default,
-    )
 
 
 def run(dtype=torch.int64):
