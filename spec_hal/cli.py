@@ -74,6 +74,7 @@ def info_data(device_name: str | None = None) -> dict[str, Any]:
             "dist_backend": descriptor.dist_backend,
             "capabilities": vars(descriptor.capabilities) | {},
             "notes": list(descriptor.notes),
+            "proven": _proven(descriptor.name),
         },
         "probes": [p.to_json() | {"priority": registry.device(p.vendor).priority} for p in detection.probes],
         "ops": _binding_rows(descriptor),
@@ -82,15 +83,16 @@ def info_data(device_name: str | None = None) -> dict[str, Any]:
     }
 
 
-#: How each built-in vendor's providers are verified in this project (docs/vendors.md).
-TESTED_HOW = {
-    "cuda": "hardware (H200 through tools/h200_run.sh); Triton also in the interpreter",
-    "hip": "emulated: Triton interpreter with CDNA configuration; portable on CPU tensors",
-    "musa": "emulated: Triton interpreter with MUSA configuration; portable on CPU tensors",
-    "xpu": "emulated: Triton interpreter with Xe configuration; portable on CPU tensors",
-    "npu": "emulated: portable providers on CPU tensors",
-    "cpu": "hardware (every CI run)",
-}
+#: The built-in vendors, in the order of the vendor matrix (docs/vendors.md).
+BUILTIN_VENDORS = ("cuda", "hip", "musa", "xpu", "npu", "cpu")
+
+
+def _proven(vendor: str) -> str:
+    """What this project has verified of ``vendor``: hardware, compiled for targets, interpreter,
+    emulated (never more than was seen)."""
+    from .aot import evidence
+
+    return evidence(vendor)
 
 
 def vendor_matrix() -> str:
@@ -99,13 +101,15 @@ def vendor_matrix() -> str:
     A vendor's intents depend on the kernel families it binds (the Triton family's coverage is its
     launcher table), so each vendor's bindings are loaded first."""
     public = set(importlib.import_module("spec_hal.ops").__all__)  # not ops other code defined
-    vendors = [registry.REGISTRY.load_bindings(name) for name in TESTED_HOW]
+    from .aot import evidence
+
+    vendors = [registry.REGISTRY.load_bindings(name) for name in BUILTIN_VENDORS]
     lines = ["| op | " + " | ".join(v.name for v in vendors) + " |", "|---|" + "---|" * len(vendors)]
     for name in sorted(set(registry.ops()) & public):
         cells = [registry.intent_of(v, name).provider for v in vendors]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines += ["", "| vendor | tested how |", "|---|---|"]
-    lines += [f"| {v} | {how} |" for v, how in TESTED_HOW.items()]
+    lines += [f"| {v} | {evidence(v)} |" for v in BUILTIN_VENDORS]
     return "\n".join(lines)
 
 
@@ -122,6 +126,7 @@ def _print_info(data: dict[str, Any]) -> None:
     print(f"  capabilities: {caps}")
     for note in dev["notes"]:
         print(f"  note: {note}")
+    print(f"  proven: {dev['proven']}")
     print("\nprobes (detection order):")
     for probe in data["probes"]:
         mark = "usable" if probe["usable"] else "no"

@@ -398,3 +398,12 @@ def test_bench_host_profile_prints_and_records_the_profile(tmp_path):
     (profile,) = data["host_profile"]
     assert profile["op"] == "assign_extend_cache_locs" and profile["bs"] == 8 and profile["top"]
     assert {r["op"] for r in data["rows"]} == {"assign_extend_cache_locs"}
+
+
+def test_info_says_what_is_proven_per_vendor_and_never_more():
+    from spec_hal.cli import info_data
+
+    hip = info_data("hip")["device"]["proven"]
+    assert "compiled ahead of time for gfx90a, gfx942, gfx950" in hip and "hardware" not in hip
+    assert info_data("npu")["device"]["proven"] == "emulated: portable providers on CPU tensors"
+    assert info_data("cuda")["device"]["proven"].startswith("hardware: H200")
