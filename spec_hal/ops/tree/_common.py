@@ -9,6 +9,7 @@ import torch
 from torch import Tensor
 
 from ..._constants import TreeMaskMode
+from ...validation import check_output, new_output
 
 MASK_MODES = frozenset(int(mode) for mode in TreeMaskMode)  # dynamo cannot trace tuple(EnumType)
 
@@ -225,3 +226,27 @@ def walk_tree(
 def padded_tokens(candidates: Tensor) -> Tensor:
     """``candidates`` as int64 with a column D of -1: the token of node "none"."""
     return torch.cat([candidates.long(), candidates.new_full((candidates.shape[0], 1), -1).long()], 1)
+
+
+def tree_index_outputs(
+    device: torch.device,
+    bs: int,
+    num_nodes: int,
+    positions: Tensor | None,
+    links: tuple[Tensor | None, Tensor | None, Tensor | None],
+    *,
+    fill: int | None = None,
+) -> tuple[Tensor, list[Tensor]]:
+    """``positions`` ``[bs*D]`` and the three retrieve links ``[bs, D]`` (index, next token, next
+    sibling), int64: each checked where given, allocated (filled with ``fill``) where None."""
+    if positions is None:
+        positions = new_output((bs * num_nodes,), torch.int64, device)
+    check_output("positions", positions, dtype=torch.int64, device=device, shape=(bs * num_nodes,))
+    checked = []
+    for name, given in zip(
+        ("retrieve_index", "retrieve_next_token", "retrieve_next_sibling"), links, strict=True
+    ):
+        if given is None:
+            given = new_output((bs, num_nodes), torch.int64, device, fill=fill)
+        checked.append(check_output(name, given, dtype=torch.int64, device=device, shape=(bs, num_nodes)))
+    return positions, checked

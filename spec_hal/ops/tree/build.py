@@ -35,6 +35,7 @@ from ._common import (
     next_siblings,
     or_none,
     scatter_distinct_bool_,
+    tree_index_outputs,
 )
 
 # --------------------------------------------------------------------------------------------------
@@ -318,18 +319,14 @@ def build_tree_kernel_efficient(
             )
         check_output("tree_mask", tree_mask, dtype=tree_mask.dtype, device=device, shape=(bs * num_nodes,))
 
-    if positions is None:
-        positions = new_output((bs * num_nodes,), torch.int64, device)
-    check_output("positions", positions, dtype=torch.int64, device=device, shape=(bs * num_nodes,))
-    links = []
-    for name, given in (
-        ("retrieve_index", retrieve_index),
-        ("retrieve_next_token", retrieve_next_token),
-        ("retrieve_next_sibling", retrieve_next_sibling),
-    ):
-        if given is None:
-            given = new_output((bs, num_nodes), torch.int64, device, fill=-1)
-        links.append(check_output(name, given, dtype=torch.int64, device=device, shape=(bs, num_nodes)))
+    positions, links = tree_index_outputs(
+        device,
+        bs,
+        num_nodes,
+        positions,
+        (retrieve_index, retrieve_next_token, retrieve_next_sibling),
+        fill=-1,
+    )
     retrieve_index, retrieve_next_token, retrieve_next_sibling = links
 
     if value_checks_enabled(device):

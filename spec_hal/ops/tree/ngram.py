@@ -15,7 +15,6 @@ from ...validation import (
     check_tensor,
     common_device,
     exact_sum,
-    new_output,
     value_checks_enabled,
 )
 from ._common import (
@@ -24,6 +23,7 @@ from ._common import (
     next_siblings,
     or_none,
     scatter_distinct_bool_,
+    tree_index_outputs,
 )
 
 # --------------------------------------------------------------------------------------------------
@@ -144,18 +144,9 @@ def reconstruct_indices_from_tree_mask(
     num_nodes = draft_token_num
     check_tensor("tree_mask", tree_mask, dtype=torch.bool, shape=(bs * num_nodes * num_nodes,))
     device = common_device(tree_mask=tree_mask, seq_lens=seq_lens)
-    if positions is None:
-        positions = new_output((bs * num_nodes,), torch.int64, device)
-    check_output("positions", positions, dtype=torch.int64, device=device, shape=(bs * num_nodes,))
-    links = []
-    for name, given in (
-        ("retrieve_index", retrieve_index),
-        ("retrieve_next_token", retrieve_next_token),
-        ("retrieve_next_sibling", retrieve_next_sibling),
-    ):
-        if given is None:
-            given = new_output((bs, num_nodes), torch.int64, device)
-        links.append(check_output(name, given, dtype=torch.int64, device=device, shape=(bs, num_nodes)))
+    positions, links = tree_index_outputs(
+        device, bs, num_nodes, positions, (retrieve_index, retrieve_next_token, retrieve_next_sibling)
+    )
     if value_checks_enabled(device):
         check_non_negative("seq_lens", seq_lens)
         check_sum_fits(
