@@ -22,3 +22,14 @@ def register_launchers(vendor: str, config, launchers: dict) -> list[str]:
     for name, launcher in launchers.items():
         getattr(ops, name).register_impl(vendor, "triton", functools.partial(launcher, config))
     return list(launchers)
+
+
+def provider(op: str, config=None):
+    """The Triton family's launcher of ``op`` bound to ``config`` (default: the interpreter's),
+    called directly: no contract, no checks."""
+    import functools
+
+    from spec_hal.kernels.triton import family
+    from spec_hal.kernels.triton.config import INTERPRETER
+
+    return functools.partial(family.LAUNCHERS[op], INTERPRETER if config is None else config)

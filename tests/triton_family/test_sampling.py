@@ -4,11 +4,10 @@ ops stay portable). Helpers and the kinds of checks: see ``test_tree.py``."""
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 import pytest
 import torch
-from triton_family.interpreted import TRITON_VENDORS, register_launchers, small_cases
+from triton_family.interpreted import TRITON_VENDORS, provider, register_launchers, small_cases
 from triton_family.test_tree import (
     assert_passes,
     assert_passes_with_vendor_config,
@@ -76,10 +75,6 @@ def test_every_vendor_configuration(vendor):
 
 #: Partials grids capped at 3 programs: each program takes several rows.
 SMALL_GRID = dataclasses.replace(INTERPRETER, max_grid=3)
-
-
-def provider(op: str, config=INTERPRETER):
-    return functools.partial(sampling_kernels.LAUNCHERS[op], config)
 
 
 def _verify_outputs(bs: int, num_nodes: int) -> list[torch.Tensor]:

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import torch
-from triton_family.interpreted import TRITON_VENDORS, register_launchers, small_cases
+from triton_family.interpreted import TRITON_VENDORS, provider, register_launchers, small_cases
 
 from spec_hal import registry
 from spec_hal.conformance.case import Case
@@ -167,10 +167,6 @@ def test_every_vendor_configuration(vendor):
 
 # --------------------------------------------------------------------------------------------------
 # Malformed inputs, providers called directly
-
-
-def provider(op: str) -> Callable[..., None]:
-    return functools.partial(tree_kernels.LAUNCHERS[op], INTERPRETER)
 
 
 def _ints(gen: torch.Generator, low: int, high: int, shape, dtype=torch.int64) -> torch.Tensor:

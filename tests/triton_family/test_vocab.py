@@ -9,11 +9,10 @@ the kernel must draw exactly the reference's ids, which the direct calls below c
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 import pytest
 import torch
-from triton_family.interpreted import TRITON_VENDORS, small_cases
+from triton_family.interpreted import TRITON_VENDORS, provider, small_cases
 from triton_family.test_tree import (
     assert_passes,
     assert_passes_with_vendor_config,
@@ -26,7 +25,6 @@ from triton_family.test_tree import (
 )
 
 from spec_hal.conformance.cases import sampling as sampling_cases
-from spec_hal.kernels.triton import family
 from spec_hal.kernels.triton import vocab as vocab_kernels
 from spec_hal.kernels.triton.config import INTERPRETER
 
@@ -77,11 +75,6 @@ def test_every_vendor_configuration(vendor):
 
 #: Grids capped at 2 programs: each program takes several rows (also used by test_renorm.py).
 SMALL_GRID = dataclasses.replace(INTERPRETER, max_grid=2)
-
-
-def provider(op: str, config=INTERPRETER):
-    """The family's provider of ``op`` with ``config``, called directly (no contract, no checks)."""
-    return functools.partial(family.LAUNCHERS[op], config)
 
 
 def _gen(seed: int) -> torch.Generator:
