@@ -1,4 +1,4 @@
-"""The compiled-handle launcher of ``spec_hal/kernels/triton/launch.py``, against a fake Triton runtime.
+"""The planned launcher of ``spec_hal/kernels/triton/launch.py``, against a fake Triton runtime.
 
 No accelerator here: the JIT function, its binder, the compiled kernel and the driver are fakes that
 record what the launcher calls. The real launcher runs on the H200 through the conformance suite.
@@ -6,9 +6,11 @@ record what the launcher calls. The real launcher runs on the H200 through the c
 
 from __future__ import annotations
 
+import random
 import types
 
 import pytest
+import torch
 import triton
 
 from spec_hal.kernels.triton import launch
@@ -64,46 +66,88 @@ def fake_runtime(monkeypatch):
     return driver
 
 
-def test_first_launch_goes_through_triton_then_the_compiled_handle(fake_runtime):
+def test_first_launch_goes_through_triton_then_the_plan(fake_runtime):
     jit = FakeJit()
     kernel = Kernel(jit)
-    kernel[(4,)](7, 3, BLOCK=64, num_warps=4)  # the device's first launch: Triton builds its caches
-    kernel[(4,)](7, 3, BLOCK=64, num_warps=4)  # a new specialisation for the launcher: Triton compiles
-    assert len(jit.jit_launches) == 2
-    kernel[(5, 2)](9, 3, BLOCK=64, num_warps=4)  # same specialisation (no int is 1): compiled handle
-    assert len(jit.jit_launches) == 2
+    table = torch.arange(8, dtype=torch.int32)
+    kernel[(4,)](table, 3, 0.5, BLOCK=64, num_warps=4)  # Triton compiles and launches; a plan is filed
+    assert len(jit.jit_launches) == 1
+    kernel[(5, 2)](table, 3, 0.5, BLOCK=64, num_warps=4)  # same key: the plan
+    kernel[(6,)](table, 3, 0.5, BLOCK=64, num_warps=4)
+    assert len(jit.jit_launches) == 1
     (compiled,) = jit.binaries.values()
+    pointer = table.data_ptr()  # the launcher gets the device pointer as an int, not the tensor
     assert compiled.launches == [
-        (5, 2, 1, 1234, "function-0", "metadata-0", None, None, None, 9, 3, 64),
+        (5, 2, 1, 1234, "function-0", "metadata-0", None, None, None, pointer, 3, 0.5, 64),
+        (6, 1, 1, 1234, "function-0", "metadata-0", None, None, None, pointer, 3, 0.5, 64),
     ]
 
 
-def test_a_new_specialisation_or_option_compiles_again(fake_runtime):
+def test_each_new_key_goes_through_triton_once(fake_runtime):
     jit = FakeJit()
     kernel = Kernel(jit)
-    for _ in range(2):
-        kernel[(1,)](7, BLOCK=64, num_warps=4)
-    kernel[(1,)](1, BLOCK=64, num_warps=4)  # an int of 1 specialises differently
-    kernel[(1,)](7, BLOCK=128, num_warps=4)  # another constexpr
-    kernel[(1,)](7, BLOCK=64, num_warps=8)  # another launch option
-    assert len(jit.jit_launches) == 5
-    assert len(jit.binaries) == 4
-    kernel[(1,)](1, BLOCK=64, num_warps=4)
-    kernel[(1,)](7, BLOCK=64, num_warps=8)
-    assert len(jit.jit_launches) == 5
+    table = torch.arange(64, dtype=torch.int32)
+    calls = [
+        ((table, 7), {"BLOCK": 64, "num_warps": 4}),
+        ((table, 1), {"BLOCK": 64, "num_warps": 4}),  # an int of 1 specialises differently
+        ((table, 7), {"BLOCK": 128, "num_warps": 4}),  # another constexpr
+        ((table, 7), {"BLOCK": 64, "num_warps": 8}),  # another launch option
+        ((table.long(), 7), {"BLOCK": 64, "num_warps": 4}),  # another dtype
+        ((table[1:], 7), {"BLOCK": 64, "num_warps": 4}),  # another alignment
+        ((None, 7), {"BLOCK": 64, "num_warps": 4}),  # None for a tensor
+    ]
+    for args, kwargs in calls:
+        kernel[(1,)](*args, **kwargs)
+    assert len(jit.jit_launches) == len(calls)
+    for args, kwargs in calls:
+        kernel[(1,)](*args, **kwargs)
+    assert len(jit.jit_launches) == len(calls)
+    kernel[(1,)](torch.arange(64, dtype=torch.int32), 7, BLOCK=64, num_warps=4)  # other tensor, same key
+    assert len(jit.jit_launches) == len(calls)
+
+
+def test_arguments_of_another_kind_take_tritons_path(fake_runtime):
+    jit = FakeJit()
+    kernel = Kernel(jit)
+    table = torch.arange(8, dtype=torch.int32)
+    kernel[(1,)](table, 3, 0.5, BLOCK=64)  # kinds: tensor, int, float
+    launches = len(jit.jit_launches)
+    odd = [
+        (table, 3.0, 0.5),  # a float where an int was
+        (table, None, 0.5),
+        (3, 3, 0.5),  # an int where a tensor was
+        (table, 3),  # another count
+    ]
+    for args in odd:
+        for _ in range(2):
+            kernel[(1,)](*args, BLOCK=64)
+    assert len(jit.jit_launches) == launches + 2 * len(odd)
+    kernel[(1,)](table, 3, 1, BLOCK=64)  # an int where a float was: keys as that float
+    assert len(jit.jit_launches) == launches + 2 * len(odd) + 1
+
+
+def test_plans_stop_at_the_cap(fake_runtime, monkeypatch):
+    monkeypatch.setattr(launch, "MAX_PLANS", 3)
+    jit = FakeJit()
+    kernel = Kernel(jit)
+    for value in range(2, 8):
+        kernel[(1,)](value, BLOCK=64)
+    assert len(kernel._plans) == 3
+    kernel[(1,)](2, BLOCK=64)
+    kernel[(1,)](7, BLOCK=64)  # no plan: Triton's path
+    assert len(jit.jit_launches) == 7
 
 
 def test_launch_hooks_and_the_interpreter_take_the_jit_path(fake_runtime, monkeypatch):
     jit = FakeJit()
     kernel = Kernel(jit)
-    for _ in range(2):
-        kernel[(1,)](7, BLOCK=64)
+    kernel[(1,)](7, BLOCK=64)
     monkeypatch.setattr(launch.knobs.runtime, "launch_enter_hook", lambda *args: None)
     kernel[(1,)](7, BLOCK=64)
     monkeypatch.setattr(launch.knobs.runtime, "launch_enter_hook", None)
     monkeypatch.setattr(launch, "_INTERPRETED", True)
     kernel[(1,)](7, BLOCK=64)
-    assert len(jit.jit_launches) == 4
+    assert len(jit.jit_launches) == 3
     assert all(not c.launches for c in jit.binaries.values())
 
 
@@ -112,14 +156,14 @@ def test_an_exit_hook_or_a_debug_switch_is_honoured(fake_runtime, monkeypatch):
     kernel = Kernel(jit)
     for _ in range(3):
         kernel[(1,)](7, BLOCK=64)
-    assert len(jit.jit_launches) == 2
+    assert len(jit.jit_launches) == 1
     monkeypatch.setattr(launch.knobs.runtime, "launch_exit_hook", lambda *args: None)
     kernel[(1,)](7, BLOCK=64)
-    assert len(jit.jit_launches) == 3
+    assert len(jit.jit_launches) == 2
     monkeypatch.setattr(launch.knobs.runtime, "launch_exit_hook", None)
     monkeypatch.setattr(launch.knobs.runtime, "debug", True)  # Triton compiles debug binaries then
     kernel[(1,)](7, BLOCK=64)
-    assert len(jit.jit_launches) == 4
+    assert len(jit.jit_launches) == 3
 
 
 def test_an_empty_hook_chain_is_no_hook(fake_runtime, monkeypatch):
@@ -131,10 +175,55 @@ def test_an_empty_hook_chain_is_no_hook(fake_runtime, monkeypatch):
     kernel = Kernel(jit)
     for _ in range(3):
         kernel[(1,)](7, BLOCK=64)
-    assert len(jit.jit_launches) == 2
+    assert len(jit.jit_launches) == 1
     chain.calls.append(lambda *args: None)
     kernel[(1,)](7, BLOCK=64)
-    assert len(jit.jit_launches) == 3
+    assert len(jit.jit_launches) == 2
+
+
+def _tritons_binder(jit_fn):
+    """Triton's own binder of ``jit_fn`` for an NVIDIA target (built without a device)."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler.compiler import make_backend
+    from triton.runtime.jit import create_function_from_signature
+
+    return create_function_from_signature(
+        jit_fn.signature, jit_fn.params, make_backend(GPUTarget("cuda", 90, 32))
+    )
+
+
+@pytest.mark.skipif(launch._INTERPRETED, reason="needs compiled kernels' signatures, not the interpreter's")
+@pytest.mark.parametrize("seed", range(3))
+def test_the_plan_key_is_never_coarser_than_tritons_specialisation(seed):
+    """Equal reader keys must mean equal specialisations by Triton's own binder, over tensors of
+    every alignment and dtype, None, and ints at Triton's thresholds (1, multiples of 16, the int32
+    and int64 edges)."""
+    from spec_hal.kernels.triton.index import _compact_accepted_kernel as compact  # 3 tensors, 6 ints
+
+    binder = _tritons_binder(compact.jit)
+    rng = random.Random(seed)
+    storage = {dtype: torch.zeros(64, dtype=dtype) for dtype in (torch.int32, torch.int64)}
+    ints = [0, 1, 2, 15, 16, 17, 32, 2**31 - 1, 2**31, 2**32 + 16, 2**63 - 1, 2**63, -1, -16, -(2**31) - 1]
+
+    def tensor():
+        return storage[rng.choice(list(storage))][rng.randrange(4) :]
+
+    def draw(kind):
+        return tensor() if kind == "t" and rng.random() > 0.1 else None if kind == "t" else rng.choice(ints)
+
+    kinds = "titiitiii"
+    reader = launch.make_reader(kinds)
+    base = [draw(kind) for kind in kinds]
+    seen: dict = {}
+    for _ in range(600):  # one or two arguments redrawn at a time: keys meet often
+        args = list(base)
+        for position in rng.sample(range(len(kinds)), rng.choice((1, 2))):
+            args[position] = draw(kinds[position])
+        key, values = reader(*args)
+        _, specialization, _ = binder(*args, BLOCK=64, SCAN_BLOCK=64, SCAN_CHUNKS=1)
+        assert seen.setdefault(key, specialization) == specialization
+        assert values == tuple(a.data_ptr() if isinstance(a, torch.Tensor) else a for a in args)
+    assert 20 < len(seen) < 500
 
 
 def test_host_helpers_match_triton():
@@ -148,13 +237,13 @@ def test_recorded_launches_are_timed_stage_by_stage(fake_runtime):
     jit = FakeJit()
     kernel = Kernel(jit)
     with launch.recording() as launches:
-        kernel[(3,)](7, BLOCK=64, num_warps=4)  # first launch: no fast path yet
-        assert launch.stage_seconds(*launches[0], repeats=5) is None
+        assert launch.stage_seconds(kernel, (3,), (7,), {"BLOCK": 64, "num_warps": 4}, repeats=5) is None
+        kernel[(3,)](7, BLOCK=64, num_warps=4)  # first launch: files the plan
         kernel[(3,)](7, BLOCK=64, num_warps=4)
     assert [(grid, args) for _, grid, args, _ in launches] == [((3,), (7,)), ((3,), (7,))]
     (compiled,) = jit.binaries.values()
     before = len(compiled.launches)
-    binder_s, launcher_s = launch.stage_seconds(*launches[1], repeats=5)
-    assert binder_s > 0 and launcher_s > 0
+    plan_s, launcher_s = launch.stage_seconds(*launches[1], repeats=5)
+    assert plan_s > 0 and launcher_s > 0
     assert len(compiled.launches) == before + 5  # the launcher stage launches for real
     assert launch._recorded is None  # recording ends with the block

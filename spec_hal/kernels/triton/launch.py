@@ -1,16 +1,26 @@
-"""Eager launches through the compiled kernel handle: Triton's own specialisation, less of its glue.
+"""Eager launches through launch plans: Triton's own binaries, without Triton's per-call glue.
 
-``jit_fn[grid](*args)`` runs the argument binder (Triton's per-argument specialisation), the compiled
-kernel's C launcher, and Python around them (cache-key strings, option parsing, global-value checks,
-launch-metadata hooks): the last is most of a small launch's host time (``spec-hal bench`` reports
-each stage). :class:`Kernel` keeps the binder,
-so a kernel runs exactly the binary Triton would pick for these arguments, and skips the rest: the
-compiled kernel is cached per (device, specialisation, options) and its launcher called directly.
+``jit_fn[grid](*args)`` runs, on every call, Triton's argument binder (a specialisation per
+argument), the compiled kernel's launcher (which asks the driver to look up every tensor's device
+pointer) and Python around both (cache keys, option parsing, global-value checks). A :class:`Kernel`
+launches the same binaries with less of that: its first launch of a specialisation goes through
+Triton, and leaves a **plan**: the compiled kernel and the constexpr arguments, filed under a key
+that a generated **reader** computes straight from the arguments. Later launches with that key
+call the compiled kernel's launcher directly, with the tensors' device pointers as plain ints.
 
-Launches fall back to the plain JIT path when the fast one cannot apply: under ``TRITON_INTERPRET=1``,
-while a Triton launch hook is installed (profilers), on a device's first launch and on every new
-specialisation (which compiles through Triton and is then cached here). The fast path runs no
-``JITFunction`` pre-run hooks: the family's kernels register none.
+The key is never coarser than Triton's specialisation, so a plan always runs the binary Triton
+would pick: a tensor counts by its dtype and its pointer's alignment (``ptr & 15``, where Triton
+looks at ``ptr % 16 == 0``), None as None, an int by its value (Triton looks at ``== 1``, ``% 16``
+and the range), a float by its value (Triton does not look at it), every keyword argument (the
+constexprs and launch options) by name and value, and Triton's debug and instrumentation switches
+as they stand. Nothing is keyed by a tensor's identity or address.
+
+Launches take Triton's own path when no plan can apply: under ``TRITON_INTERPRET=1``, while a
+Triton launch hook is installed (profilers), on each new key (which then files its plan), when the
+arguments do not fit the kernel's reader (an argument of another kind at a position than the first
+launch had) and once a kernel holds :data:`MAX_PLANS` plans (arguments whose values change on every
+call). Plans run no ``JITFunction`` pre-run hooks and skip Triton's check that the kernel's
+globals are unchanged: the family's kernels register none and read only constants.
 """
 
 from __future__ import annotations
@@ -21,22 +31,44 @@ import time
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Any
 
+import torch
 from triton import knobs
 from triton.runtime import driver
+
+#: Plans one kernel keeps; launches with further keys take Triton's path.
+MAX_PLANS = 4096
+
+Reader = Callable[..., tuple[tuple[Any, ...], tuple[Any, ...]]]
+
+
+class Plan:
+    """The compiled kernel of one launch key, its launcher, and the constexpr arguments after the
+    positional ones (Triton's launchers take every parameter, constexprs included, and skip those)."""
+
+    __slots__ = ("run", "function", "metadata", "tail")
+
+    def __init__(self, compiled: Any, tail: tuple[Any, ...]) -> None:
+        self.run = compiled.run
+        self.function = compiled.function
+        self.metadata = compiled.packed_metadata
+        self.tail = tail
 
 
 class Kernel:
     """A ``@triton.jit`` kernel, launched like one: ``kernel[grid](*args, **constexprs_and_options)``.
 
     Only for kernels launched from the host (a kernel called from another kernel stays a plain
-    ``@triton.jit`` function).
+    ``@triton.jit`` function). Tensors and None go by position, constexprs and launch options by
+    keyword.
     """
 
-    __slots__ = ("jit", "_compiled")
+    __slots__ = ("jit", "_plans", "_reader", "_kinds")
 
     def __init__(self, jit_fn: Any) -> None:
         self.jit = jit_fn
-        self._compiled: dict[Hashable, Any] = {}
+        self._plans: dict[Hashable, Plan] = {}
+        self._reader: Reader | None = None
+        self._kinds: str | None = None
 
     def __getitem__(self, grid: Sequence[int]) -> Callable[..., None]:
         return lambda *args, **kwargs: self.launch(grid, args, kwargs)
@@ -48,45 +80,125 @@ class Kernel:
             self.jit[grid](*args, **kwargs)
             return
         active = driver.active
-        found = self._lookup(active, args, kwargs)
-        if found is None:  # the device's first launch builds Triton's caches
-            self.jit[grid](*args, **kwargs)
+        device = active.get_current_device()
+        found = self.plan_for(device, args, kwargs)
+        if found is None:
+            self._launch_and_plan(device, grid, args, kwargs)
             return
-        key, bound, compiled = found
-        if compiled is None:
-            compiled = self.jit[grid](*args, **kwargs)  # compiles (or finds) Triton's binary for it
-            if compiled is not None:
-                self._compiled[key] = compiled
-            return
+        plan, values = found
         size = len(grid)
-        compiled.run(
+        plan.run(
             grid[0],
             grid[1] if size > 1 else 1,
             grid[2] if size > 2 else 1,
-            active.get_current_stream(key[0]),
-            compiled.function,
-            compiled.packed_metadata,
-            None,  # launch metadata: only built for launch hooks, which take the JIT path above
+            active.get_current_stream(device),
+            plan.function,
+            plan.metadata,
+            None,  # launch metadata: only built for launch hooks, which take Triton's path above
             None,
             None,
-            *bound.values(),
+            *values,
+            *plan.tail,
         )
 
-    def _lookup(
-        self, active: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> tuple[tuple[Any, ...], Any, Any] | None:
-        """(cache key, bound arguments, compiled kernel or None) for these arguments on the current
-        device of the ``active`` Triton driver, through Triton's own binder; None before the
-        device's first launch."""
-        device = active.get_current_device()
-        caches = self.jit.device_caches.get(device)  # a plain get: no binder is created here
-        if caches is None:
+    def plan_for(
+        self, device: int, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[Plan, tuple[Any, ...]] | None:
+        """The plan of these arguments on ``device`` and the positional values its launcher takes
+        (device pointers for tensors); None where Triton's own path must launch."""
+        reader = self._reader
+        if reader is None:
             return None
-        bound, specialization, options = caches[-1](*args, **kwargs)
-        # The JIT adds these knobs to every compile: a switch must not reuse a binary built without.
-        knobs_state = (knobs.runtime.debug, knobs.compilation.instrumentation_mode)
-        key = (device, tuple(specialization), tuple(options.items()), knobs_state)
-        return key, bound, self._compiled.get(key)
+        try:
+            key, values = reader(*args)
+        except (AttributeError, TypeError):  # another kind of argument somewhere, or another count
+            return None
+        plan = self._plans.get(
+            (device, knobs.runtime.debug, knobs.compilation.instrumentation_mode, key, *kwargs.items())
+        )
+        return None if plan is None else (plan, values)
+
+    def _launch_and_plan(
+        self, device: int, grid: Sequence[int], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:
+        """Launch through Triton (which compiles or finds the binary), then file the plan of this
+        launch's key when the kernel's reader fits these arguments."""
+        compiled = self.jit[grid](*args, **kwargs)
+        if compiled is None or len(self._plans) >= MAX_PLANS:
+            return
+        kinds = _kinds_of(args)
+        if kinds is None:
+            return
+        if self._reader is None:
+            self._reader, self._kinds = make_reader(kinds), kinds
+        elif kinds != self._kinds:  # this call site passes other kinds: it keeps Triton's path
+            return
+        tail = self._constexpr_tail(device, args, kwargs)
+        if tail is None:
+            return
+        key, _ = self._reader(*args)
+        self._plans[
+            (device, knobs.runtime.debug, knobs.compilation.instrumentation_mode, key, *kwargs.items())
+        ] = Plan(compiled, tail)
+
+    def _constexpr_tail(
+        self, device: int, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[Any, ...] | None:
+        """The values Triton's binder gives the parameters after the positional ones, when all of
+        them are constexprs (fixed by the plan's key); None otherwise."""
+        binder = self.jit.device_caches[device][-1]
+        bound, specialization, _ = binder(*args, **kwargs)
+        values = tuple(bound.values())
+        if len(values) < len(args) or any(a is not v for a, v in zip(args, values, strict=False)):
+            return None
+        if any(kind != "constexpr" for kind, _ in specialization[len(args) :]):
+            return None
+        return values[len(args) :]
+
+
+def _kinds_of(args: tuple[Any, ...]) -> str | None:
+    """One letter per positional argument: ``t`` a tensor or None, ``i`` an int (bools too), ``f``
+    a float; None when some argument is none of these (no plan is then made from this call)."""
+    kinds = []
+    for arg in args:
+        if arg is None or isinstance(arg, torch.Tensor):
+            kinds.append("t")
+        elif isinstance(arg, int):
+            kinds.append("i")
+        elif isinstance(arg, float):
+            kinds.append("f")
+        else:
+            return None
+    return "".join(kinds)
+
+
+def make_reader(kinds: str) -> Reader:
+    """A function of the positional arguments returning (key, launcher values), written out for
+    these kinds: a straight line of attribute reads, no loop, no per-argument call.
+
+    An argument of another kind than its position's raises AttributeError or TypeError (a float
+    where an int was: ``| 0``), so that the launch takes Triton's path; an int where a float was
+    keys as that float (Triton's launcher converts it).
+    """
+    params = [f"a{i}" for i in range(len(kinds))]
+    lines, keys, values = [], [], []
+    for i, kind in enumerate(kinds):
+        if kind == "t":
+            lines.append(f"    p{i} = None if a{i} is None else a{i}.data_ptr()")
+            keys.append(f"None if a{i} is None else (a{i}.dtype, p{i} & 15)")
+            values.append(f"p{i}")
+        else:
+            keys.append(f"a{i} | 0" if kind == "i" else f"a{i} + 0.0")
+            values.append(f"a{i}")
+    source = (
+        f"def read({', '.join(params)}):\n"
+        + "".join(line + "\n" for line in lines)
+        + f"    return ({''.join(k + ', ' for k in keys)}), ({''.join(v + ', ' for v in values)})\n"
+    )
+    namespace: dict[str, Any] = {}
+    exec(compile(source, f"<spec_hal launch reader {kinds}>", "exec"), namespace)
+    reader: Reader = namespace["read"]
+    return reader
 
 
 #: The launches of the block under :func:`recording` (benchmarks only); None: nothing recorded.
@@ -108,31 +220,30 @@ def recording() -> Iterator[list[tuple[Kernel, tuple[int, ...], tuple[Any, ...],
 def stage_seconds(
     kernel: Kernel, grid: tuple[int, ...], args: tuple[Any, ...], kwargs: dict[str, Any], repeats: int = 200
 ) -> tuple[float, float] | None:
-    """Host seconds per call of the two stages of a fast-path launch: Triton's argument binder, and
-    the compiled kernel's launcher (which launches the kernel for real). None where the launch
-    would not take the fast path (first launch, interpreter, launch hooks)."""
+    """Host seconds per call of the two stages of a planned launch: finding the plan (the reader
+    and the lookup: what replaces Triton's binder), and the compiled kernel's launcher (which
+    launches the kernel for real). None where the launch would not take a plan (first launch,
+    interpreter, launch hooks)."""
     if _INTERPRETED or _launch_hooks_installed():
         return None
     active = driver.active
-    found = kernel._lookup(active, args, kwargs)
-    if found is None or found[2] is None:
+    device = active.get_current_device()
+    found = kernel.plan_for(device, args, kwargs)
+    if found is None:
         return None
-    key, bound, compiled = found
-    device = key[0]
-    binder = kernel.jit.device_caches[device][-1]
+    plan, values = found
     started = time.perf_counter()
     for _ in range(repeats):
-        binder(*args, **kwargs)
-    binder_seconds = (time.perf_counter() - started) / repeats
-    values = tuple(bound.values())
+        kernel.plan_for(device, args, kwargs)
+    plan_seconds = (time.perf_counter() - started) / repeats
     x, y, z = (*grid, 1, 1)[:3]
     started = time.perf_counter()
     for _ in range(repeats):
-        compiled.run(
-            x, y, z, active.get_current_stream(device), compiled.function, compiled.packed_metadata,
-            None, None, None, *values,
+        plan.run(
+            x, y, z, active.get_current_stream(device), plan.function, plan.metadata,
+            None, None, None, *values, *plan.tail,
         )  # fmt: skip
-    return binder_seconds, (time.perf_counter() - started) / repeats
+    return plan_seconds, (time.perf_counter() - started) / repeats
 
 
 def _launch_hooks_installed() -> bool:
