@@ -118,6 +118,9 @@ def test_arguments_of_another_kind_take_tritons_path(fake_runtime):
         (3, 3, 0.5),  # an int where a tensor was
         (table, 3),  # another count
     ]
+    kernel[(1,)](table, 3, 0.5, BLOCK=64, num_warps=4)  # other keywords
+    kernel[(1,)](table, 3, 0.5, BLOCK=64, num_warps=4)
+    launches += 2
     for args in odd:
         for _ in range(2):
             kernel[(1,)](*args, BLOCK=64)
@@ -247,3 +250,65 @@ def test_recorded_launches_are_timed_stage_by_stage(fake_runtime):
     assert plan_s > 0 and launcher_s > 0
     assert len(compiled.launches) == before + 5  # the launcher stage launches for real
     assert launch._recorded is None  # recording ends with the block
+
+
+class Triton36StyleLauncher:
+    """The shape of Triton 3.6's CUDA launcher wrapper: kernel arguments forwarded flat, the launch
+    metadata and hooks among them."""
+
+    global_scratch_size = profile_scratch_size = 0
+    launch_cooperative_grid, launch_pdl = False, True
+
+    def __call__(self, x, y, z, stream, function, *args):
+        self.launch(
+            x, y, z, stream, function, self.launch_cooperative_grid, self.launch_pdl, None, None, *args
+        )
+
+
+def _installed_launchers():
+    from triton.backends.amd.driver import HIPLauncher
+    from triton.backends.nvidia.driver import CudaLauncher
+
+    return [CudaLauncher, HIPLauncher]
+
+
+@pytest.mark.parametrize(
+    "launcher_type", [Triton36StyleLauncher, *_installed_launchers()], ids=lambda t: t.__name__
+)
+def test_the_direct_launch_passes_what_the_wrapper_passes(launcher_type):
+    """Against the installed Triton's own CUDA and HIP wrappers (called on a launcher object whose C
+    entry point records) and a 3.6-shaped one: same arguments, in the same order."""
+    run = object.__new__(launcher_type)
+    for name, value in {
+        "global_scratch_size": 0, "global_scratch_align": 1, "profile_scratch_size": 0,
+        "profile_scratch_align": 1, "num_ctas": 1, "launch_cooperative_grid": False, "launch_pdl": True,
+        "arg_annotations": ("annotations",), "kernel_signature": ("signature",), "warp_size": 64,
+    }.items():  # fmt: skip
+        setattr(run, name, value)
+    calls = []
+    run.launch = lambda *args: calls.append(args)
+    go = launch.direct_launch(run, "function", "metadata", (64, 1))
+    assert go is not None
+    go(3, 2, 1, 99, (111, 5, 0.5))
+    run(3, 2, 1, 99, "function", "metadata", None, None, None, 111, 5, 0.5, 64, 1)
+    assert len(calls) == 2 and calls[0] == calls[1]
+
+
+def test_no_direct_launch_where_the_wrapper_does_more():
+    class Scratch(Triton36StyleLauncher):
+        global_scratch_size = 128  # allocates per launch
+
+    class Twice(Triton36StyleLauncher):
+        def __call__(self, *args):
+            super().__call__(*args)
+            super().__call__(*args)
+
+    class Reorders(Triton36StyleLauncher):
+        def __call__(self, x, y, z, stream, function, *args):
+            self.launch(x, y, z, stream, function, *reversed(args))
+
+    for launcher_type in (Scratch, Twice, Reorders):
+        run = launcher_type()
+        run.launch = lambda *args: None
+        assert launch.direct_launch(run, "function", "metadata", ()) is None
+    assert launch.direct_launch(FakeCompiled("x").run, "function", "metadata", ()) is None  # no C entry point

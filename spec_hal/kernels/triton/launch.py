@@ -6,7 +6,8 @@ pointer) and Python around both (cache keys, option parsing, global-value checks
 launches the same binaries with less of that: its first launch of a specialisation goes through
 Triton, and leaves a **plan**: the compiled kernel and the constexpr arguments, filed under a key
 that a generated **reader** computes straight from the arguments. Later launches with that key
-call the compiled kernel's launcher directly, with the tensors' device pointers as plain ints.
+call the compiled kernel's launcher directly (its C entry point, past the Python wrapper: see
+:func:`direct_launch`), with the tensors' device pointers as plain ints.
 
 The key is never coarser than Triton's specialisation, so a plan always runs the binary Triton
 would pick: a tensor counts by its dtype and its pointer's alignment (``ptr & 15``, where Triton
@@ -17,15 +18,17 @@ as they stand. Nothing is keyed by a tensor's identity or address.
 
 Launches take Triton's own path when no plan can apply: under ``TRITON_INTERPRET=1``, while a
 Triton launch hook is installed (profilers), on each new key (which then files its plan), when the
-arguments do not fit the kernel's reader (an argument of another kind at a position than the first
-launch had) and once a kernel holds :data:`MAX_PLANS` plans (arguments whose values change on every
-call). Plans run no ``JITFunction`` pre-run hooks and skip Triton's check that the kernel's
+arguments do not fit the kernel's reader (an argument of another kind at a position, or other
+keywords, than the first planned launch had) and once a kernel holds :data:`MAX_PLANS` plans
+(arguments whose values change on every call). Plans run no ``JITFunction`` pre-run hooks and skip Triton's check that the kernel's
 globals are unchanged: the family's kernels register none and read only constants.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
+import functools
 import os
 import time
 from collections.abc import Callable, Hashable, Iterator, Sequence
@@ -42,16 +45,89 @@ Reader = Callable[..., tuple[tuple[Any, ...], tuple[Any, ...]]]
 
 
 class Plan:
-    """The compiled kernel of one launch key, its launcher, and the constexpr arguments after the
-    positional ones (Triton's launchers take every parameter, constexprs included, and skip those)."""
+    """What one launch key needs: ``plan.go(grid_x, grid_y, grid_z, stream, values)`` launches the
+    compiled kernel on the positional launcher ``values`` (see :func:`direct_launch`)."""
 
-    __slots__ = ("run", "function", "metadata", "tail")
+    __slots__ = ("go", "run", "function", "metadata", "tail")
 
     def __init__(self, compiled: Any, tail: tuple[Any, ...]) -> None:
         self.run = compiled.run
         self.function = compiled.function
         self.metadata = compiled.packed_metadata
+        #: The values Triton gives the parameters after the positional ones (constexprs: Triton's
+        #: launchers take every parameter and skip those).
         self.tail = tail
+        self.go = direct_launch(self.run, self.function, self.metadata, tail) or self._through_wrapper
+
+    def _through_wrapper(self, x: int, y: int, z: int, stream: int, values: tuple[Any, ...]) -> None:
+        self.run(x, y, z, stream, self.function, self.metadata, None, None, None, *values, *self.tail)
+
+
+class _Mark:
+    """A stand-in argument whose place in a launcher call is looked for (compared by identity)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def direct_launch(
+    run: Any, function: Any, metadata: Any, tail: tuple[Any, ...]
+) -> Callable[..., None] | None:
+    """``go(x, y, z, stream, values)``: the call Triton's launcher ``run`` makes to its C entry point
+    (``run.launch``), written out once, so that each launch skips the launcher's Python wrapper.
+
+    The call is learnt, not assumed (its argument order differs between Triton versions and
+    vendors): the wrapper is called once on a copy of ``run`` whose ``launch`` records its
+    arguments, with stand-ins for the grid, the stream and the kernel's arguments. Each stand-in
+    must come back exactly once, the kernel's arguments last (flat or as one tuple), and everything
+    else the wrapper passes is then constant for this kernel. None where that does not hold, or
+    where the wrapper allocates scratch memory per launch: the wrapper is then called.
+    """
+    if getattr(run, "global_scratch_size", 0) or getattr(run, "profile_scratch_size", 0):
+        return None
+    if not callable(getattr(run, "launch", None)):
+        return None
+    grid_and_stream = tuple(_Mark(name) for name in ("x", "y", "z", "stream"))
+    arg_marks = tuple(_Mark(f"arg{i}") for i in range(3))  # the wrapper forwards any number
+    calls: list[tuple[Any, ...]] = []
+    probe = copy.copy(run)
+    probe.launch = lambda *args: calls.append(args)
+    try:
+        probe(*grid_and_stream, function, metadata, None, None, None, *arg_marks)
+    except Exception:  # a wrapper that does more with its arguments than pass them on
+        return None
+    if len(calls) != 1:
+        return None
+    (passed,) = calls
+    if len(passed) > len(arg_marks) and all(
+        a is b for a, b in zip(passed[-len(arg_marks) :], arg_marks, strict=True)
+    ):
+        prefix, flat = passed[: -len(arg_marks)], True
+    elif passed and isinstance(passed[-1], tuple) and len(passed[-1]) == len(arg_marks):
+        if not all(a is b for a, b in zip(passed[-1], arg_marks, strict=True)):
+            return None
+        prefix, flat = passed[:-1], False
+    else:
+        return None
+    names, constants = [], {}
+    for i, value in enumerate(prefix):
+        if isinstance(value, _Mark):
+            if value not in grid_and_stream or value.name in names:
+                return None
+            names.append(value.name)
+        else:
+            names.append(f"c{i}")
+            constants[f"c{i}"] = value
+    if sorted(n for n in names if not n.startswith("c")) != ["stream", "x", "y", "z"]:
+        return None
+    arguments = "*values, *tail" if flat else "values + tail"
+    source = f"def go(x, y, z, stream, values):\n    launch({', '.join(names)}, {arguments})\n"
+    namespace: dict[str, Any] = {"launch": run.launch, "tail": tail, **constants}
+    exec(compile(source, "<spec_hal direct launch>", "exec"), namespace)
+    go: Callable[..., None] = namespace["go"]
+    return go
 
 
 class Kernel:
@@ -62,18 +138,20 @@ class Kernel:
     keyword.
     """
 
-    __slots__ = ("jit", "_plans", "_reader", "_kinds")
+    __slots__ = ("jit", "_plans", "_reader", "_signature")
 
     def __init__(self, jit_fn: Any) -> None:
         self.jit = jit_fn
         self._plans: dict[Hashable, Plan] = {}
         self._reader: Reader | None = None
-        self._kinds: str | None = None
+        self._signature: tuple[str, tuple[str, ...]] | None = None
 
     def __getitem__(self, grid: Sequence[int]) -> Callable[..., None]:
-        return lambda *args, **kwargs: self.launch(grid, args, kwargs)
+        # A partial, not a lambda: calling it enters run() directly, one Python frame less.
+        return functools.partial(self.run, grid)
 
-    def launch(self, grid: Sequence[int], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    def run(self, grid: Sequence[int], *args: Any, **kwargs: Any) -> None:
+        """Launch on ``grid``: what ``kernel[grid](*args, **kwargs)`` calls."""
         if _recorded is not None:
             _recorded.append((self, tuple(grid), args, kwargs))
         if _INTERPRETED or _launch_hooks_installed():
@@ -87,18 +165,12 @@ class Kernel:
             return
         plan, values = found
         size = len(grid)
-        plan.run(
+        plan.go(
             grid[0],
             grid[1] if size > 1 else 1,
             grid[2] if size > 2 else 1,
             active.get_current_stream(device),
-            plan.function,
-            plan.metadata,
-            None,  # launch metadata: only built for launch hooks, which take Triton's path above
-            None,
-            None,
-            *values,
-            *plan.tail,
+            values,
         )
 
     def plan_for(
@@ -110,12 +182,10 @@ class Kernel:
         if reader is None:
             return None
         try:
-            key, values = reader(*args)
-        except (AttributeError, TypeError):  # another kind of argument somewhere, or another count
+            key, values = reader(*args, **kwargs)
+        except (AttributeError, TypeError):  # another kind of argument somewhere, or other keywords
             return None
-        plan = self._plans.get(
-            (device, knobs.runtime.debug, knobs.compilation.instrumentation_mode, key, *kwargs.items())
-        )
+        plan = self._plans.get((device, knobs.runtime.debug, knobs.compilation.instrumentation_mode, key))
         return None if plan is None else (plan, values)
 
     def _launch_and_plan(
@@ -129,17 +199,18 @@ class Kernel:
         kinds = _kinds_of(args)
         if kinds is None:
             return
+        signature = (kinds, tuple(sorted(kwargs)))
         if self._reader is None:
-            self._reader, self._kinds = make_reader(kinds), kinds
-        elif kinds != self._kinds:  # this call site passes other kinds: it keeps Triton's path
+            self._reader, self._signature = make_reader(*signature), signature
+        elif signature != self._signature:  # this call site passes other kinds: Triton's path
             return
         tail = self._constexpr_tail(device, args, kwargs)
         if tail is None:
             return
-        key, _ = self._reader(*args)
-        self._plans[
-            (device, knobs.runtime.debug, knobs.compilation.instrumentation_mode, key, *kwargs.items())
-        ] = Plan(compiled, tail)
+        key, _ = self._reader(*args, **kwargs)
+        self._plans[(device, knobs.runtime.debug, knobs.compilation.instrumentation_mode, key)] = Plan(
+            compiled, tail
+        )
 
     def _constexpr_tail(
         self, device: int, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -172,9 +243,10 @@ def _kinds_of(args: tuple[Any, ...]) -> str | None:
     return "".join(kinds)
 
 
-def make_reader(kinds: str) -> Reader:
-    """A function of the positional arguments returning (key, launcher values), written out for
-    these kinds: a straight line of attribute reads, no loop, no per-argument call.
+def make_reader(kinds: str, keywords: Sequence[str] = ()) -> Reader:
+    """A function of the positional arguments (of these kinds) and the keyword arguments (these
+    names: constexprs and launch options) returning (key, launcher values), written out: a straight
+    line of attribute reads, no loop, no per-argument call.
 
     An argument of another kind than its position's raises AttributeError or TypeError (a float
     where an int was: ``| 0``), so that the launch takes Triton's path; an int where a float was
@@ -190,13 +262,15 @@ def make_reader(kinds: str) -> Reader:
         else:
             keys.append(f"a{i} | 0" if kind == "i" else f"a{i} + 0.0")
             values.append(f"a{i}")
+    keys.extend(keywords)
+    signature = ", ".join(params + (["*", *keywords] if keywords else []))
     source = (
-        f"def read({', '.join(params)}):\n"
+        f"def read({signature}):\n"
         + "".join(line + "\n" for line in lines)
         + f"    return ({''.join(k + ', ' for k in keys)}), ({''.join(v + ', ' for v in values)})\n"
     )
     namespace: dict[str, Any] = {}
-    exec(compile(source, f"<spec_hal launch reader {kinds}>", "exec"), namespace)
+    exec(compile(source, f"<spec_hal launch reader {kinds} {' '.join(keywords)}>", "exec"), namespace)
     reader: Reader = namespace["read"]
     return reader
 
@@ -239,10 +313,7 @@ def stage_seconds(
     x, y, z = (*grid, 1, 1)[:3]
     started = time.perf_counter()
     for _ in range(repeats):
-        plan.run(
-            x, y, z, active.get_current_stream(device), plan.function, plan.metadata,
-            None, None, None, *values, *plan.tail,
-        )  # fmt: skip
+        plan.go(x, y, z, active.get_current_stream(device), values)
     return plan_seconds, (time.perf_counter() - started) / repeats
 
 
