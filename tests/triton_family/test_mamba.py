@@ -171,7 +171,7 @@ def test_source_entry_not_a_2d_block():
     gen = torch.Generator().manual_seed(2)
     entries = [(2, 3, 4), (6, 3)]
     args = scatter_args(gen, 3, entries, [torch.float32] * 2, ["permuted", "strided"], tracking=False)
-    assert mamba_kernels._entry_as_2d(args[1]) is None
+    assert mamba_kernels._entry_as_2d(args[1].shape, args[1].stride()) is None
     assert_scatter_matches(args)
 
 
@@ -179,8 +179,8 @@ def test_entries_coalesce():
     gen = torch.Generator().manual_seed(3)
     _, contiguous = states_and_windows(gen, 1, 2, 2, 2, (2, 4, 4), torch.float32)
     _, strided = states_and_windows(gen, 1, 2, 2, 2, (6, 3), torch.float32, "strided")
-    assert mamba_kernels._entry_as_2d(contiguous) == (1, 32, 0, 1)
-    assert mamba_kernels._entry_as_2d(strided) == (6, 3, 6, 1)
+    assert mamba_kernels._entry_as_2d(contiguous.shape, contiguous.stride()) == (1, 32, 0, 1)
+    assert mamba_kernels._entry_as_2d(strided.shape, strided.stride()) == (6, 3, 6, 1)
 
 
 def test_grid_limit():

@@ -23,6 +23,7 @@ entries, or none a 2-D block), G1's launch then G2's.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
@@ -450,11 +451,12 @@ def _scatter_states_kernel(
                         )
 
 
-def _entry_as_2d(steps: torch.Tensor) -> tuple[int, int, int, int] | None:
-    """(rows, cols, row stride, col stride) of the entries of ``steps`` ``[L, M, D, *entry]`` seen as
-    a 2-D block in row-major order, or None when its dims do not coalesce to two."""
+def _entry_as_2d(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, int, int, int] | None:
+    """(rows, cols, row stride, col stride) of the entries of a step buffer ``[L, M, D, *entry]`` of
+    this shape and these strides seen as a 2-D block in row-major order, or None when its dims do
+    not coalesce to two."""
     dims: list[list[int]] = []  # [size, stride], outermost first, size-1 dims dropped
-    for size, stride in zip(steps.shape[3:], steps.stride()[3:], strict=True):
+    for size, stride in zip(shape[3:], strides[3:], strict=True):
         if size == 1:
             continue
         if dims and dims[-1][1] == stride * size:
@@ -469,6 +471,14 @@ def _entry_as_2d(steps: torch.Tensor) -> tuple[int, int, int, int] | None:
     return rows, cols, row_stride, col_stride
 
 
+def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(size, 1)
+    return tuple(reversed(strides))
+
+
 def _tile_shape(config: LaunchConfig, rows: int, cols: int, element_size: int) -> tuple[int, int]:
     """(ROWS, COLS) of a part's tiles: copy_block_bytes per tile, whole rows where they fit."""
     elements = max(config.copy_block_bytes // element_size, 1)
@@ -477,37 +487,90 @@ def _tile_shape(config: LaunchConfig, rows: int, cols: int, element_size: int) -
     return row_block, col_block
 
 
-#: A state tensor the kernel copies: (states, per-step states, its entries as a 2-D block).
-_Part = tuple[torch.Tensor, torch.Tensor, tuple[int, int, int, int]]
+#: A state pair's layout: (states shape, states strides, element size, steps shape, steps strides).
+_PairLayout = tuple[tuple[int, ...], tuple[int, ...], int, tuple[int, ...], tuple[int, ...]]
+
+
+class _PartsPlan:
+    """How a layout of state pairs is copied, worked out once per layout (:func:`_parts_plan`):
+    which pairs are parts (non-empty entries), which of their step buffers are read through a
+    contiguous copy, and per launch of at most :data:`_MAX_PARTS` parts the kernel's scalar
+    arguments of each part slot, the tile constexprs and the number of tiles."""
+
+    __slots__ = ("pairs", "copied", "launches")
+
+    def __init__(
+        self,
+        pairs: tuple[int, ...],
+        copied: frozenset[int],
+        launches: tuple[tuple[tuple[tuple[int, ...], ...], dict[str, int], int], ...],
+    ) -> None:
+        self.pairs = pairs
+        self.copied = copied
+        self.launches = launches
+
+
+@functools.lru_cache(maxsize=256)
+def _parts_plan(config: LaunchConfig, layouts: tuple[_PairLayout, ...]) -> _PartsPlan:
+    """Pairs with empty entries are skipped. Step buffers whose entries are no 2-D block are read
+    through a contiguous copy: rare layouts pay a copy rather than a second code path."""
+    pairs, copied, slots = [], set(), []
+    for index, (states_shape, states_strides, element_size, steps_shape, steps_strides) in enumerate(layouts):
+        if math.prod(states_shape[2:]) == 0:
+            continue
+        entry = _entry_as_2d(steps_shape, steps_strides)
+        if entry is None:
+            copied.add(index)
+            steps_strides = _contiguous_strides(steps_shape)
+            entry = _entry_as_2d(steps_shape, steps_strides)
+            assert entry is not None  # a contiguous entry coalesces to one dimension
+        pairs.append(index)
+        rows, cols = entry[:2]
+        scalars = (*states_strides[:2], *steps_strides[:3], *entry)
+        slots.append((scalars, _tile_shape(config, rows, cols, element_size), rows, cols))
+    launches = []
+    for first in range(0, len(slots), _MAX_PARTS):
+        launch_slots = slots[first : first + _MAX_PARTS]
+        tile_shapes: dict[str, int] = {}
+        for k in range(_MAX_PARTS):
+            # Missing parts repeat the last one (never read: NUM_PARTS is a constexpr).
+            _, (row_block, col_block), _, _ = launch_slots[min(k, len(launch_slots) - 1)]
+            tile_shapes |= {f"ROWS{k}": row_block, f"COLS{k}": col_block}
+        total_tiles = sum(
+            cdiv(rows, row_block) * cdiv(cols, col_block)
+            for _, (row_block, col_block), rows, cols in launch_slots
+        )
+        launches.append((tuple(scalars for scalars, _, _, _ in launch_slots), tile_shapes, total_tiles))
+    return _PartsPlan(tuple(pairs), frozenset(copied), tuple(launches))
+
+
+#: A state tensor the kernel copies, with its per-step states.
+_Part = tuple[torch.Tensor, torch.Tensor]
 
 
 def _copy_parts(
+    config: LaunchConfig,
     ssm_states: torch.Tensor,
     intermediate_ssm: torch.Tensor,
     conv_states: list[torch.Tensor],
     intermediate_conv_windows: list[torch.Tensor],
-) -> list[_Part]:
-    """The state pairs the kernel copies (pairs with empty entries are skipped). Step buffers whose
-    entries are no 2-D block are read through a contiguous copy: rare layouts pay a copy rather
-    than a second code path."""
-    parts: list[_Part] = []
-    for states, steps in zip(
-        (ssm_states, *conv_states), (intermediate_ssm, *intermediate_conv_windows), strict=True
-    ):
-        if math.prod(states.shape[2:]) == 0:
-            continue
-        entry = _entry_as_2d(steps)
-        if entry is None:
-            steps = steps.contiguous()
-            entry = _entry_as_2d(steps)
-            assert entry is not None  # a contiguous entry coalesces to one dimension
-        parts.append((states, steps, entry))
-    return parts
+) -> tuple[list[_Part], _PartsPlan]:
+    """The state pairs the kernel copies and their plan (the layout read once per call: shapes,
+    strides and element sizes, no per-dimension walk)."""
+    pairs = list(zip((ssm_states, *conv_states), (intermediate_ssm, *intermediate_conv_windows), strict=True))
+    plan = _parts_plan(
+        config,
+        tuple((s.shape, s.stride(), s.element_size(), t.shape, t.stride()) for s, t in pairs),
+    )
+    return [
+        (pairs[i][0], pairs[i][1].contiguous() if i in plan.copied else pairs[i][1]) for i in plan.pairs
+    ], plan
 
 
 def _launch_scatter(
     config: LaunchConfig,
     parts: list[_Part],
+    plan: _PartsPlan,
     state_indices: torch.Tensor,
     last_correct_step_indices: torch.Tensor,
     mamba_track_indices: torch.Tensor | None,
@@ -527,31 +590,13 @@ def _launch_scatter(
         mamba_steps_to_track if mamba_steps_to_track is not None and tracking else last_correct_step_indices
     )
     num_lanes = 2 * bs if tracking else bs
-    for first in range(0, len(parts), _MAX_PARTS):
+    for launch_index, (slot_scalars, tile_shapes, total_tiles) in enumerate(plan.launches):
+        first = launch_index * _MAX_PARTS
         launch_parts = parts[first : first + _MAX_PARTS]
         part_args: list[object] = []
-        tile_shapes: dict[str, int] = {}
-        total_tiles = 0
         for k in range(_MAX_PARTS):
-            # Missing parts repeat the last one (never read: NUM_PARTS is a constexpr).
-            states, steps, (rows, cols, row_stride, col_stride) = launch_parts[min(k, len(launch_parts) - 1)]
-            row_block, col_block = _tile_shape(config, rows, cols, states.element_size())
-            tile_shapes |= {f"ROWS{k}": row_block, f"COLS{k}": col_block}
-            if k < len(launch_parts):
-                total_tiles += cdiv(rows, row_block) * cdiv(cols, col_block)
-            part_args += [
-                states,
-                steps,
-                states.stride(0),
-                states.stride(1),
-                steps.stride(0),
-                steps.stride(1),
-                steps.stride(2),
-                rows,
-                cols,
-                row_stride,
-                col_stride,
-            ]
+            last = min(k, len(launch_parts) - 1)  # missing parts repeat the last one (never read)
+            part_args += [*launch_parts[last], *slot_scalars[last]]
         steps_from_accept = accept is not None and first == 0
         if accept is not None and first == 0:
             accept_index, accept_lens, seq_lens, draft_token_num, interval = accept
@@ -614,10 +659,16 @@ def _scatter_mamba_states(
     num_layers, num_lines = ssm_states.shape[:2]
     if state_indices.shape[0] == 0 or num_lines == 0 or num_layers == 0 or intermediate_ssm.shape[2] == 0:
         return
-    parts = _copy_parts(ssm_states, intermediate_ssm, conv_states, intermediate_conv_windows)
+    parts, plan = _copy_parts(config, ssm_states, intermediate_ssm, conv_states, intermediate_conv_windows)
     if parts:
         _launch_scatter(
-            config, parts, state_indices, last_correct_step_indices, mamba_track_indices, mamba_steps_to_track
+            config,
+            parts,
+            plan,
+            state_indices,
+            last_correct_step_indices,
+            mamba_track_indices,
+            mamba_steps_to_track,
         )
 
 
@@ -639,7 +690,7 @@ def _commit_mamba_states(
 ) -> None:
     if accept_index.shape[0] == 0:
         return
-    parts = _copy_parts(ssm_states, intermediate_ssm, conv_states, intermediate_conv_windows)
+    parts, plan = _copy_parts(config, ssm_states, intermediate_ssm, conv_states, intermediate_conv_windows)
     if (
         not parts
         or ssm_states.shape[0] == 0
@@ -672,6 +723,7 @@ def _commit_mamba_states(
     _launch_scatter(
         config,
         parts,
+        plan,
         state_indices,
         last_correct_step_indices,
         mamba_track_indices,
