@@ -167,12 +167,12 @@ def _recording(
     class Current:
         config: Any = None
 
-    def record(kernel: Any, grid: Any, args: tuple, kwargs: dict) -> None:
-        sink.append((kernel.jit, args, dict(kwargs)))
+    def record(kernel: Any, grid: Any, *args: Any, **kwargs: Any) -> None:
+        sink.append((kernel.jit, args, kwargs))
 
-    original = Kernel.launch
+    original = Kernel.run
     patched = []
-    Kernel.launch = record  # type: ignore[method-assign, assignment]
+    Kernel.run = record  # type: ignore[method-assign, assignment]
     try:
         for name, launcher in launchers.items():
             op = getattr(ops, name)
@@ -181,7 +181,7 @@ def _recording(
             patched.append(op)
         yield Current
     finally:
-        Kernel.launch = original  # type: ignore[method-assign]
+        Kernel.run = original  # type: ignore[method-assign]
         for op in patched:
             del op.dispatch
 

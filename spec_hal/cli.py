@@ -466,8 +466,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--sweep",
         action="store_true",
-        help="instead of the bench: time the Triton providers of the copy-bound ops (--ops narrows them) "
-        "under alternative launch configurations, in graph replays (accelerators only)",
+        help="instead of the bench: time the Triton providers of the copy-bound and vocabulary ops (--ops narrows "
+        "them) under alternative launch configurations, in graph replays (accelerators only)",
     )
     bench.add_argument(
         "--sweep-kib",

@@ -142,7 +142,7 @@ def test_sweep_counts_come_from_the_option_then_the_environment_then_the_default
         warp_counts(None, {"SWEEP_WARPS": "4,x"})
 
 
-def test_sweep_ops_are_the_copy_bound_triton_ops():
+def test_sweep_ops_are_the_copy_bound_and_vocabulary_triton_ops():
     from spec_hal.bench import LARGE_SIZES, builders
     from spec_hal.bench.sweep import SWEEP_OPS, sizes_of, sweep_ops
 
@@ -151,8 +151,8 @@ def test_sweep_ops_are_the_copy_bound_triton_ops():
         "scatter_mamba_states_after_mtp_verify",
         "move_kv_cache",
     ]
-    with pytest.raises(SpecHalError, match="cannot time fast_topk"):
-        sweep_ops({"fast_topk", "move_kv_cache"})
+    with pytest.raises(SpecHalError, match="cannot time fill_bonus_tokens"):
+        sweep_ops({"fill_bonus_tokens", "move_kv_cache"})
     known = builders()
     for op in SWEEP_OPS:
         assert op in known, f"no inputs to sweep {op} with"

@@ -6,8 +6,9 @@ set of tensors alone), :func:`breakdown` times
 * the public call ``spec_hal.ops.<op>(...)``;
 * ``op.dispatch(device, *provider_args)``: the binding lookup and the provider;
 * the bound provider called directly;
-* for Triton providers, each launch's two stages through the compiled handle: Triton's argument
-  binder and the compiled kernel's launcher;
+* for Triton providers, each launch's two stages through its launch plan
+  (``spec_hal/kernels/triton/launch.py``): binding the arguments (the plan's reader and lookup,
+  which stand in for Triton's binder) and the compiled kernel's launcher;
 
 and derives ``validation_us`` (public - dispatch: the contract's checks, allocations and argument
 handling), ``dispatch_us`` (dispatch - provider), ``glue_us`` (provider - the launches' stages: the

@@ -226,7 +226,8 @@ def render(paths: list[str], notes: str | None = None, logs: list[str] | None = 
         "replayed from a captured graph, `x_floor` that over the empty-kernel floor, `host_us` the eager",
         "host time per call and `host_over_launch_us` its excess over an empty Triton launch,",
         "`host_validation_us` .. `host_launcher_us` where a Triton row's host time goes (the contract's",
-        "checks, the binding lookup, the provider's Python, Triton's binder, the compiled launcher),",
+        "checks, the binding lookup, the provider's Python, the argument binding -- the launch plan's",
+        "reader and lookup since 0be3a37, Triton's binder before -- and the compiled launcher),",
         "`speedup_vs_portable` the portable provider's time over this row's (graph time where measured).",
         "",
     ]

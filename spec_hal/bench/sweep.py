@@ -1,5 +1,5 @@
 """``spec-hal bench --sweep``: graph-replay device time of the Triton providers of the copy-bound ops
-under alternative launch configurations.
+and of the passes over the vocabulary under alternative launch configurations.
 
 For each op, the Triton family's launcher of the op is registered for the device's vendor with each
 candidate :class:`~spec_hal.kernels.triton.config.LaunchConfig` in turn (the vendor's own
@@ -28,14 +28,20 @@ from ..registry import TRITON
 from ..testing import use_provider
 from . import LARGE_SIZES, TYPICAL, _accepted, _size_label, builders, bytes_moved, time_graph
 
-#: The ops a sweep times: the Triton family's copies, whose tile size (``copy_block_bytes``) and warp
-#: count (``copy_num_warps``) a vendor chooses.
+#: The ops a sweep times: the Triton family's copies and passes over the vocabulary, whose tile size
+#: (``copy_block_bytes``) and warp count (``copy_num_warps``) a vendor chooses.
 SWEEP_OPS: tuple[str, ...] = (
     "scatter_mamba_states_after_mtp_verify",
     "move_kv_cache",
     "move_accept_tokens_to_target_kvcache",
     "generate_draft_decode_kv_indices",
     "commit_mamba_states_after_verify",
+    "top_k_renorm_prob",
+    "top_p_renorm_prob",
+    "fast_topk",
+    "fast_sample",
+    "renorm_draft_probs",
+    "sample_draft_proposal",
 )
 #: Tile sizes in KiB and warp counts tried when neither the option nor the environment names them.
 DEFAULT_KIB = "8,16,32"
@@ -112,7 +118,7 @@ def sweep_ops(requested: Iterable[str] | None) -> list[str]:
     unknown = sorted(requested - set(SWEEP_OPS))
     if unknown:
         raise SpecHalError(
-            f"--sweep cannot time {', '.join(unknown)}: it sweeps the copy-bound Triton ops "
+            f"--sweep cannot time {', '.join(unknown)}: it sweeps the copy-bound and vocabulary Triton ops "
             f"({', '.join(SWEEP_OPS)})"
         )
     return [op for op in SWEEP_OPS if op in requested]
