@@ -365,8 +365,8 @@ def test_bad_bench_options_are_usage_errors(argv, capsys):
     [
         (["--sweep", "--device", "cpu"], "--sweep times graph replays of Triton providers on an accelerator"),
         (
-            ["--sweep", "--ops", "fast_topk"],
-            "--sweep cannot time fast_topk: it sweeps the copy-bound Triton ops",
+            ["--sweep", "--ops", "fill_bonus_tokens"],
+            "--sweep cannot time fill_bonus_tokens: it sweeps the copy-bound and vocabulary Triton ops",
         ),
         (["--sweep-kib", "4"], "--sweep-kib and --sweep-warps choose the candidates of --sweep"),
         (["--sweep", "--plot", "x.png"], "--plot and --host-profile do not apply"),

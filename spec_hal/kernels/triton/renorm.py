@@ -43,6 +43,8 @@ from .sizing import vocab_block, vocab_warps
 
 #: Sub-ranges per narrowing pass: each pass divides the bracket by this many (4 bits of the key).
 _NUM_BUCKETS = 16
+#: Blocks of a narrowing pass loaded per step (more keep more registers live than the kernel has).
+_UNROLL = tl.constexpr(4)
 #: Most values a bracket may hold to be gathered and sorted in registers (a power of two).
 _MAX_CANDIDATES = 1024
 #: Most groups of lane maxima sorted for the first bracket (a power of two).
@@ -93,33 +95,38 @@ def _first_edge(lane_max, k, target, TOP_P: tl.constexpr, BLOCK_V: tl.constexpr,
 @triton.jit
 def _bucket_pass(
     row_ptr, stride_v, vocab, lo, hi, shift, TOP_P: tl.constexpr, BLOCK_R: tl.constexpr,
-    NUM_BUCKETS: tl.constexpr,
+    NUM_BUCKETS: tl.constexpr, UNROLL: tl.constexpr,
 ):  # fmt: skip
     """Per sub-range ``lo + [b, b + 1) << shift`` of the bracket ``[lo, hi]``: the count of the row's
     values there and (top-p) their sum. Keys are compared as int32: inside the bracket
-    ``key - lo`` fits (``0 <= lo <= key <= hi < 2**31``)."""
+    ``key - lo`` fits (``0 <= lo <= key <= hi < 2**31``). Each step reads ``UNROLL`` blocks of
+    ``BLOCK_R`` lanes, all loads issued before the first is used (the ``[BLOCK_R, NUM_BUCKETS]``
+    accumulators keep the block small; one block per step would wait on memory once per block)."""
     buckets = tl.arange(0, NUM_BUCKETS)
     counts = tl.zeros([BLOCK_R, NUM_BUCKETS], tl.int32)
     masses = tl.zeros([BLOCK_R, NUM_BUCKETS], tl.float32)
     lo32 = lo.to(tl.int32)
     hi32 = hi.to(tl.int32)
     shift32 = shift.to(tl.int32)
-    for start in range(0, vocab, BLOCK_R):
-        _, inside, values, keys = _load_row_block(row_ptr, stride_v, start, vocab, BLOCK_R)
-        in_bracket = inside & (keys >= lo32) & (keys <= hi32)
-        # Keys outside the bracket are not subtracted from: key - lo could overflow there.
-        bucket = (tl.where(in_bracket, keys, lo32) - lo32) >> shift32
-        hit = in_bracket[:, None] & (bucket[:, None] == buckets[None, :])
-        counts += hit.to(tl.int32)
-        if TOP_P:
-            masses += tl.where(hit, values[:, None], 0.0)
+    for start in range(0, vocab, BLOCK_R * UNROLL):
+        for part in tl.static_range(UNROLL):
+            _, inside, values, keys = _load_row_block(
+                row_ptr, stride_v, start + part * BLOCK_R, vocab, BLOCK_R
+            )
+            in_bracket = inside & (keys >= lo32) & (keys <= hi32)
+            # Keys outside the bracket are not subtracted from: key - lo could overflow there.
+            bucket = (tl.where(in_bracket, keys, lo32) - lo32) >> shift32
+            hit = in_bracket[:, None] & (bucket[:, None] == buckets[None, :])
+            counts += hit.to(tl.int32)
+            if TOP_P:
+                masses += tl.where(hit, values[:, None], 0.0)
     return tl.sum(counts, 0), tl.sum(masses, 0)
 
 
 @triton.jit
 def _narrow(
     row_ptr, stride_v, vocab, k, target, lo, hi, inside_count, TOP_P: tl.constexpr, BLOCK_R: tl.constexpr,
-    NUM_BUCKETS: tl.constexpr, CANDIDATES: tl.constexpr,
+    NUM_BUCKETS: tl.constexpr, UNROLL: tl.constexpr, CANDIDATES: tl.constexpr,
 ):  # fmt: skip
     """Pass 3: the bracket ``[lo, hi]`` (int64 keys; none of the row above hi) narrowed until it
     holds at most ``CANDIDATES`` values or one key."""
@@ -132,7 +139,9 @@ def _narrow(
         shift = tl.zeros((), tl.int64)
         while ((hi - lo) >> shift) >= NUM_BUCKETS:
             shift += 1
-        counts, masses = _bucket_pass(row_ptr, stride_v, vocab, lo, hi, shift, TOP_P, BLOCK_R, NUM_BUCKETS)
+        counts, masses = _bucket_pass(
+            row_ptr, stride_v, vocab, lo, hi, shift, TOP_P, BLOCK_R, NUM_BUCKETS, UNROLL
+        )
         if TOP_P:
             holds = above_mass + tl.sum(tl.where(at_or_above, masses[None, :], 0.0), 1) >= target
         else:
@@ -252,7 +261,7 @@ def _renorm_kernel(
                     inside_count = tl.zeros((), tl.int32) + vocab
                 lo, hi = _narrow(
                     row_ptr, probs_stride_v, vocab, k, target, lo, hi, inside_count, TOP_P, BLOCK_R, NUM_BUCKETS,
-                    CANDIDATES,
+                    _UNROLL, CANDIDATES,
                 )  # fmt: skip
                 count_above, mass_above, inside_count, inside_mass = _gather(
                     row_ptr, probs_stride_v, vocab, lo, hi, scratch, BLOCK_V, CANDIDATES
