@@ -446,7 +446,7 @@ def _device_name(descriptor: registry.DeviceDescriptor, device: torch.device) ->
 
 def _launch_floor(device: torch.device) -> tuple[float | None, float | None, float | None]:
     """An empty Triton kernel: (device time per launch in a graph replay, host time per eager launch
-    through Triton's JIT, host time per eager launch through the compiled handle as the family's
+    through Triton's JIT, host time per eager launch through the launch plans, as the family's
     kernels launch)."""
     try:
         from ..kernels.triton.empty import launch_empty, launch_empty_compiled

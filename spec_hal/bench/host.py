@@ -104,7 +104,7 @@ def _launch_stages(
     bound: list[tuple[Callable[..., None], tuple[Any, ...]]], repeats: int
 ) -> tuple[float, float, int] | None:
     """Binder and launcher seconds summed over the Triton launches one call makes; None when the
-    provider launches no Triton kernel through the compiled handle (portable torch, say)."""
+    provider launches no Triton kernel through a launch plan (portable torch, say)."""
     try:
         from ..kernels.triton import launch
     except ImportError:

@@ -145,7 +145,7 @@ def section(data: dict[str, Any], source: str) -> str:
             f"- Launch floor (empty Triton kernel): {data['launch_floor_us']:.2f} µs device time in a graph replay, "
             f"{data.get('launch_host_us') or float('nan'):.2f} µs host time per eager launch"
             + (
-                f" ({data['launch_host_compiled_us']:.2f} µs through the compiled kernel handle the family launches by)"
+                f" ({data['launch_host_compiled_us']:.2f} µs through the Triton family's own launch path)"
                 if data.get("launch_host_compiled_us")
                 else ""
             )
