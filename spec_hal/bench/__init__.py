@@ -40,19 +40,18 @@ QUICK_SIZES = [{"bs": 1}, {"bs": 64}, {"bs": 256}]
 FULL_SIZES = [{"bs": b} for b in (1, 8, 64, 256, 512)]
 #: KV rows of 8 KV heads x 128 dims bf16 (2 KiB); bs 64 / 512 segments of 4 lanes move 256 / 2048 slots.
 _KV_ROW = {"num_layers": 60, "row_shape": (8, 128)}
+#: The ops whose passes run over a whole vocabulary row.
+VOCABULARY_OPS = (
+    "top_k_renorm_prob",
+    "top_p_renorm_prob",
+    "fast_topk",
+    "fast_sample",
+    "renorm_draft_probs",
+    "sample_draft_proposal",
+)
 LARGE_SIZES: dict[str, list[dict[str, Any]]] = {
     # the vocabulary-wide ops at a 128k vocabulary too (32k is the typical size)
-    **{
-        op: [{"bs": b, "vocab": 131072} for b in (64, 512)]
-        for op in (
-            "top_k_renorm_prob",
-            "top_p_renorm_prob",
-            "fast_topk",
-            "fast_sample",
-            "renorm_draft_probs",
-            "sample_draft_proposal",
-        )
-    },
+    **{op: [{"bs": b, "vocab": 131072} for b in (64, 512)] for op in VOCABULARY_OPS},
     "tree_speculative_sampling_target_only": [
         {"bs": 64, "vocab": 32768},
         {"bs": 64, "vocab": 131072},

@@ -26,7 +26,7 @@ from ..conformance.runner import device_context, torch_device_of
 from ..errors import SpecHalError
 from ..registry import TRITON
 from ..testing import use_provider
-from . import LARGE_SIZES, TYPICAL, _accepted, _size_label, builders, bytes_moved, time_graph
+from . import LARGE_SIZES, TYPICAL, VOCABULARY_OPS, _accepted, _size_label, builders, bytes_moved, time_graph
 
 #: The ops a sweep times: the Triton family's copies and passes over the vocabulary, whose tile size
 #: (``copy_block_bytes``) and warp count (``copy_num_warps``) a vendor chooses.
@@ -36,12 +36,7 @@ SWEEP_OPS: tuple[str, ...] = (
     "move_accept_tokens_to_target_kvcache",
     "generate_draft_decode_kv_indices",
     "commit_mamba_states_after_verify",
-    "top_k_renorm_prob",
-    "top_p_renorm_prob",
-    "fast_topk",
-    "fast_sample",
-    "renorm_draft_probs",
-    "sample_draft_proposal",
+    *VOCABULARY_OPS,
 )
 #: Tile sizes in KiB and warp counts tried when neither the option nor the environment names them.
 DEFAULT_KIB = "8,16,32"
