@@ -43,7 +43,7 @@ __all__ = ["top_k_renorm_prob", "top_p_renorm_prob"]
 # Shared by both ops
 
 
-def _renormalise_at_least(probs: Tensor, tau: Tensor, out: Tensor) -> None:
+def renormalise_at_least(probs: Tensor, tau: Tensor, out: Tensor) -> None:
     """``out = p / sum(kept)`` on the kept set ``p >= tau`` (``tau`` ``[B, 1]``), 0 elsewhere."""
     kept = torch.where(probs >= tau, probs, torch.zeros((), dtype=probs.dtype, device=probs.device))
     out.copy_(kept / kept.sum(dim=1, keepdim=True))  # kept is a new tensor: out may be probs
@@ -136,7 +136,7 @@ def _top_k_renorm_prob_reference(probs: Tensor, top_k: Tensor | None, top_k_valu
     keep_all = (ks <= 0) | (ks >= vocab)
     descending = torch.sort(probs, dim=1, descending=True).values
     tau = descending.gather(1, (ks.clamp(1, vocab) - 1).unsqueeze(1))  # the k-th largest, ties counted
-    _renormalise_at_least(probs, tau.masked_fill(keep_all.unsqueeze(1), -math.inf), out)
+    renormalise_at_least(probs, tau.masked_fill(keep_all.unsqueeze(1), -math.inf), out)
 
 
 @define_op(_top_k_renorm_prob_reference, mutates=("out",), op_class="bandwidth", bytes_moved=_bytes_moved)
@@ -198,7 +198,7 @@ def _top_p_renorm_prob_reference(
     before = (cumulative < target).sum(dim=1, keepdim=True).clamp_(max=vocab - 1)
     tau = descending.gather(1, before)
     # top_p = 1 keeps the row even where float32 prefix sums reach the total early.
-    _renormalise_at_least(probs, tau.masked_fill((ps >= 1).unsqueeze(1), -math.inf), out)
+    renormalise_at_least(probs, tau.masked_fill((ps >= 1).unsqueeze(1), -math.inf), out)
 
 
 @define_op(_top_p_renorm_prob_reference, mutates=("out",), op_class="bandwidth", bytes_moved=_bytes_moved)

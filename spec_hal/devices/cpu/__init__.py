@@ -33,6 +33,7 @@ DESCRIPTOR = DeviceDescriptor(
             Intent("cpu", "ragged index built once on the host (the data is on the host)"),
         ),
         "generate_draft_decode_kv_indices": Intent("cpu", "fills only the used columns of each KV-index row"),
+        "top_k_renorm_prob": Intent("cpu", "a top-k of the batch's largest k instead of a sort of every row"),
     },
     priority_reason="always usable: chosen when no accelerator is",
 )
