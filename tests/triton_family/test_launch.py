@@ -116,6 +116,7 @@ def test_arguments_of_another_kind_take_tritons_path(fake_runtime):
         (table, 3.0, 0.5),  # a float where an int was
         (table, None, 0.5),
         (3, 3, 0.5),  # an int where a tensor was
+        (table, table.float(), 0.5),  # a tensor where an int was
         (table, 3),  # another count
     ]
     kernel[(1,)](table, 3, 0.5, BLOCK=64, num_warps=4)  # other keywords

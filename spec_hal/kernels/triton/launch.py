@@ -183,7 +183,7 @@ class Kernel:
             return None
         try:
             key, values = reader(*args, **kwargs)
-        except (AttributeError, TypeError):  # another kind of argument somewhere, or other keywords
+        except Exception:  # another kind of argument somewhere, or other keywords: Triton's path
             return None
         plan = self._plans.get((device, knobs.runtime.debug, knobs.compilation.instrumentation_mode, key))
         return None if plan is None else (plan, values)
@@ -248,9 +248,9 @@ def make_reader(kinds: str, keywords: Sequence[str] = ()) -> Reader:
     names: constexprs and launch options) returning (key, launcher values), written out: a straight
     line of attribute reads, no loop, no per-argument call.
 
-    An argument of another kind than its position's raises AttributeError or TypeError (a float
-    where an int was: ``| 0``), so that the launch takes Triton's path; an int where a float was
-    keys as that float (Triton's launcher converts it).
+    An argument of another kind than its position's raises (a float where an int was: ``| 0``),
+    so that the launch takes Triton's path; an int where a float was keys as that float (Triton's
+    launcher converts it).
     """
     params = [f"a{i}" for i in range(len(kinds))]
     lines, keys, values = [], [], []
