@@ -127,16 +127,31 @@ def _dispatch(
 # top_k_renorm_prob
 
 
-def _top_k_renorm_prob_reference(probs: Tensor, top_k: Tensor | None, top_k_value: int, out: Tensor) -> None:
+def renormalise_top_k(
+    probs: Tensor,
+    top_k: Tensor | None,
+    top_k_value: int,
+    out: Tensor,
+    largest: Callable[[Tensor, Tensor], Tensor],
+) -> None:
+    """The top-k renormalisation with each row's threshold read from ``largest(probs, ks)``: the
+    row's largest values in descending order (ties counted), at least ``max(ks)`` of them (``ks`` the
+    per-row k, from 1 to V - 1; rows keeping everything ask for 1)."""
     batch, vocab = probs.shape
     if top_k is None:
         ks = torch.full((batch,), top_k_value, dtype=torch.int64, device=probs.device)
     else:
         ks = top_k.to(torch.int64)
     keep_all = (ks <= 0) | (ks >= vocab)
-    descending = torch.sort(probs, dim=1, descending=True).values
-    tau = descending.gather(1, (ks.clamp(1, vocab) - 1).unsqueeze(1))  # the k-th largest, ties counted
+    kept_ks = ks.masked_fill(keep_all, 1)
+    tau = largest(probs, kept_ks).gather(1, (kept_ks - 1).unsqueeze(1))  # the k-th largest
     renormalise_at_least(probs, tau.masked_fill(keep_all.unsqueeze(1), -math.inf), out)
+
+
+def _top_k_renorm_prob_reference(probs: Tensor, top_k: Tensor | None, top_k_value: int, out: Tensor) -> None:
+    renormalise_top_k(
+        probs, top_k, top_k_value, out, lambda rows, ks: torch.sort(rows, dim=1, descending=True).values
+    )
 
 
 @define_op(_top_k_renorm_prob_reference, mutates=("out",), op_class="bandwidth", bytes_moved=_bytes_moved)

@@ -10,26 +10,20 @@ row's prefix reaches its target was slower than the sort on the bench's target d
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import Tensor
 
 from ... import ops
-from ...ops.renorm import renormalise_at_least
+from ...ops.renorm import renormalise_top_k
 
 _PROVIDER = "cpu"
 
 
 def top_k_renorm_prob(probs: Tensor, top_k: Tensor | None, top_k_value: int, out: Tensor) -> None:
-    batch, vocab = probs.shape
-    ks = torch.full((batch,), top_k_value, dtype=torch.int64) if top_k is None else top_k.to(torch.int64)
-    keep_all = (ks <= 0) | (ks >= vocab)
-    kept_ks = ks.masked_fill(keep_all, 1)
-    largest = int(kept_ks.max())  # a host read: the data is on the host
-    descending = torch.topk(probs, largest, dim=1).values
-    tau = descending.gather(1, (kept_ks - 1).unsqueeze(1))  # the k-th largest, ties counted
-    renormalise_at_least(probs, tau.masked_fill(keep_all.unsqueeze(1), -math.inf), out)
+    # max(ks) is a host read: the data is on the host.
+    renormalise_top_k(
+        probs, top_k, top_k_value, out, lambda rows, ks: torch.topk(rows, int(ks.max()), dim=1).values
+    )
 
 
 def register() -> None:
