@@ -1,9 +1,9 @@
 """Family D7's Triton kernels (interpreted) against the portable references of
 ``spec_hal/ops/renorm.py``. Helpers and the kinds of checks: see ``test_tree.py``.
 
-The interpreter's tile is 64 lanes, so a vocabulary of a few hundred values is narrowed by counting
-passes before its last candidates (at most 64) are gathered and sorted; rows of one repeated value
-end on a bracket of one key holding more values than that.
+The interpreter's tile is 64 lanes, so a vocabulary of a few hundred values takes several blocks per
+digit pass; rows of one repeated value keep one bracket of one key all the way down, and rows of ties
+put many values in tau's bin.
 """
 
 from __future__ import annotations
@@ -56,8 +56,7 @@ def test_case(case):
     assert_passes(case)
 
 
-#: Vocabularies past one Hopper tile (2048 lanes) whose kept sets need narrowing passes (more than
-#: 256 groups of lane maxima, 1024 candidates at most).
+#: Vocabularies past one Hopper tile (2048 lanes), with kept sets deep in a flat row.
 WIDE_CASES = [
     built(B, K, "wide_flat", bs=1, vocab=2500, rows="flat", k=1200),
     built(B, P, "wide_flat", bs=1, vocab=2500, rows="flat", p=0.9),
