@@ -17,6 +17,10 @@ class LaunchConfig:
         block: elements per program for 1-D index kernels (a power of two).
         copy_num_warps: warps per program for bandwidth-bound copies (KV move, state scatter).
         copy_block_bytes: bytes per program per row tile of bandwidth-bound copies.
+        row_num_warps: warps per program of kernels where one program walks a whole row several
+            times (the top-k/top-p renormalisation): few such programs run at once, so each takes
+            the most warps and loads in flight it can.
+        row_block_bytes: bytes per step of those walks.
         max_grid: largest grid dimension the device accepts (programs loop beyond it).
     """
 
@@ -26,6 +30,8 @@ class LaunchConfig:
     block: int = 1024
     copy_num_warps: int = 8
     copy_block_bytes: int = 4096
+    row_num_warps: int = 16
+    row_block_bytes: int = 65536
     max_grid: int = 65535
     _hash: int = field(init=False, repr=False, compare=False)
 
@@ -40,4 +46,12 @@ class LaunchConfig:
 
 
 #: Small blocks keep the CPU interpreter (TRITON_INTERPRET=1) fast in emulated runs.
-INTERPRETER = LaunchConfig("interpreter", num_warps=1, block=64, copy_num_warps=1, copy_block_bytes=256)
+INTERPRETER = LaunchConfig(
+    "interpreter",
+    num_warps=1,
+    block=64,
+    copy_num_warps=1,
+    copy_block_bytes=256,
+    row_num_warps=1,
+    row_block_bytes=256,
+)

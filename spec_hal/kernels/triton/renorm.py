@@ -31,15 +31,16 @@ import triton
 import triton.language as tl
 
 from .config import LaunchConfig
-from .launch import kernel
-from .sizing import vocab_block, vocab_warps
+from .launch import kernel, next_power_of_2
+from .sizing import warps
 
 #: Bits of a key (the sign bit of a non-negative float is 0).
 _KEY_BITS = tl.constexpr(31)
-#: Digit widths: top-k's ``tl.histogram`` counts 256 bins at about the cost of a load; top-p's mass
-#: sums cost a compare and an add per value and digit value.
-_COUNT_DIGIT_BITS = 8
-_MASS_DIGIT_BITS = 4
+#: Digit widths. A pass costs a read of the row plus work per value that grows with the digit's
+#: values: ``tl.histogram``'s bit ballots for top-k's counts, a compare and an add per digit value for
+#: top-p's mass; both kernels are bound by that work, not by the reads (``spec-hal bench --sweep``).
+_COUNT_DIGIT_BITS = 5
+_MASS_DIGIT_BITS = 2
 #: Blocks of a mass pass loaded per step (more keep more registers live than the kernel has).
 _UNROLL = tl.constexpr(4)
 _KEY_MIN = tl.constexpr(-(2**31))
@@ -238,15 +239,14 @@ def _launch(
     batch, vocab = probs.shape
     if batch == 0:
         return
-    block_v = vocab_block(config, vocab)
-    digits_of_mass = 1 << _MASS_DIGIT_BITS
+    block_v = min(next_power_of_2(config.row_block_bytes // 4), next_power_of_2(vocab))
     _renorm_kernel[(min(batch, config.max_grid),)](
         probs, *probs.stride(), out, *out.stride(),
         param, 0 if param is None else param.stride(0), param_value,
         batch, vocab,
         TOP_P=top_p, PER_ROW=param is not None, BLOCK_V=block_v,
-        BLOCK_R=max(block_v // digits_of_mass, 1), COUNT_DIGIT=_COUNT_DIGIT_BITS, MASS_DIGIT=_MASS_DIGIT_BITS,
-        num_warps=vocab_warps(config, block_v),
+        BLOCK_R=max(block_v >> _MASS_DIGIT_BITS, 1), COUNT_DIGIT=_COUNT_DIGIT_BITS, MASS_DIGIT=_MASS_DIGIT_BITS,
+        num_warps=warps(block_v, 4, config.warp_size, config.row_num_warps),
     )  # fmt: skip
 
 
