@@ -278,3 +278,23 @@ def test_strided_views(op):
     args = _provider_args(op, kwargs)
     args = [_strided(a) if isinstance(a, torch.Tensor) and a.numel() else a for a in args]
     _check_against_reference(op, args)
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        pytest.param(lambda a: a, id="contiguous"),
+        pytest.param(lambda a: torch.repeat_interleave(a, 2, dim=1)[:, ::2], id="column_stride_2_in_place"),
+        pytest.param(lambda a: a.t().contiguous().t(), id="column_major_copied"),
+        pytest.param(lambda a: torch.cat([a, a], 1)[:, : a.shape[1]], id="padded_rows_copied"),
+        pytest.param(lambda a: torch.cat([a, a], 1)[:, :1], id="one_column_padded_rows"),
+    ],
+)
+def test_accept_index_layouts(layout):
+    """fill_accept_out_cache_loc reads evenly strided [bs, W] rows in place and flattens the others:
+    every layout gives the reference's result, on the first ``size`` flat entries."""
+    kwargs = _built_case("fill_accept_out_cache_loc", bs=6, topk=2, num_steps=3, seed=11).build(CPU)
+    args = _provider_args("fill_accept_out_cache_loc", kwargs)
+    args[0] = layout(args[0])
+    args[3] = min(args[3], args[0].numel() - 1)
+    _check_against_reference("fill_accept_out_cache_loc", args)

@@ -1087,13 +1087,18 @@ def generate_draft_decode_kv_indices(
 def fill_accept_out_cache_loc(
     config: LaunchConfig, accept_index: Tensor, out_cache_loc: Tensor, accept_out_cache_loc: Tensor, size: int
 ) -> None:
-    # A [bs, W] view flattens without a copy unless its rows are not evenly strided (then reshape copies).
-    flat_accept = accept_index.reshape(-1)
+    # Flat entry p of a [bs, W] tensor whose rows are evenly strided lies p * stride(1) from its
+    # start: the kernel reads it in place. Other layouts are flattened (a copy).
+    (bs, width), (row_stride, flat_stride) = accept_index.shape, accept_index.stride()
+    if width == 1:
+        flat_stride = row_stride
+    elif bs > 1 and row_stride != width * flat_stride:
+        accept_index, flat_stride = accept_index.reshape(-1), 1
     block = rows_per_program(size, 1, config)
     num_warps = scanning_warps(config, block, size)
     _compact_accepted_kernel[(cdiv(size, block),)](
-        flat_accept,
-        flat_accept.stride(0),
+        accept_index,
+        flat_stride,
         out_cache_loc,
         out_cache_loc.stride(0),
         out_cache_loc.shape[0],
