@@ -40,6 +40,8 @@ _VECTOR_BYTES = 16
 
 def _trailing_dims_contiguous(tensor: Tensor, first_dim: int) -> bool:
     """Whether dims ``first_dim..`` of ``tensor`` are laid out contiguously (size-1 dims ignored)."""
+    if tensor.is_contiguous():  # the usual case: one call instead of a walk over the dims
+        return True
     expected = 1
     for size, stride in zip(
         reversed(tensor.shape[first_dim:]), reversed(tensor.stride()[first_dim:]), strict=True

@@ -264,21 +264,27 @@ def _check_state_pair(
 ) -> tuple[Tensor, Tensor]:
     """A persistent ``[L, C, *entry]`` state and its ``[L, M, D, *entry]`` per-step scratch."""
     states = check_tensor(states_name, states)
-    if states.dim() < 2:
-        raise ValueError(f"{states_name}: expected an [L, C, ...] tensor, got shape {tuple(states.shape)}")
-    steps = check_tensor(steps_name, steps, dtype=states.dtype, ndim=states.dim() + 1)
-    if num_layers is not None and states.shape[0] != num_layers:
+    state_shape = states.shape
+    if len(state_shape) < 2:
+        raise ValueError(f"{states_name}: expected an [L, C, ...] tensor, got shape {tuple(state_shape)}")
+    steps = check_tensor(steps_name, steps, dtype=states.dtype)
+    step_shape = steps.shape
+    if len(step_shape) != len(state_shape) + 1:
         raise ValueError(
-            f"{states_name}: expected {num_layers} layers (as ssm_states), got shape {tuple(states.shape)}"
+            f"{steps_name}: expected a {len(state_shape) + 1}-D tensor, got shape {tuple(step_shape)}"
         )
-    if num_lines is not None and states.shape[1] != num_lines:
+    if num_layers is not None and state_shape[0] != num_layers:
         raise ValueError(
-            f"{states_name}: expected {num_lines} cache lines (as ssm_states), got shape {tuple(states.shape)}"
+            f"{states_name}: expected {num_layers} layers (as ssm_states), got shape {tuple(state_shape)}"
         )
-    if steps.shape[0] != states.shape[0] or steps.shape[3:] != states.shape[2:]:
+    if num_lines is not None and state_shape[1] != num_lines:
         raise ValueError(
-            f"{steps_name}: expected shape ({states.shape[0]}, M, D, {', '.join(map(str, states.shape[2:]))}) "
-            f"to match {states_name}, got {tuple(steps.shape)}"
+            f"{states_name}: expected {num_lines} cache lines (as ssm_states), got shape {tuple(state_shape)}"
+        )
+    if step_shape[0] != state_shape[0] or step_shape[3:] != state_shape[2:]:
+        raise ValueError(
+            f"{steps_name}: expected shape ({state_shape[0]}, M, D, {', '.join(map(str, state_shape[2:]))}) "
+            f"to match {states_name}, got {tuple(step_shape)}"
         )
     if not _trailing_dims_contiguous(states, 2):
         raise ValueError(f"{states_name}: each state entry must be contiguous (strides {states.stride()})")
@@ -451,16 +457,31 @@ def _checked_scatter_args(
         check_index("mamba_steps_to_track", mamba_steps_to_track, shape=(bs,))
     if bs > max_rows:
         raise ValueError(f"intermediate_ssm: expected at least bs = {bs} verify rows (dim 1), got {max_rows}")
-    device = common_device(
-        ssm_states=ssm_states,
-        intermediate_ssm=intermediate_ssm,
-        **{f"conv_states[{k}]": conv for k, conv in enumerate(conv_states)},
-        **{f"intermediate_conv_windows[{k}]": windows for k, windows in enumerate(intermediate_conv_windows)},
-        state_indices=state_indices,
-        last_correct_step_indices=last_correct_step_indices,
-        mamba_track_indices=mamba_track_indices,
-        mamba_steps_to_track=mamba_steps_to_track,
+    device = ssm_states.device
+    tensors = (
+        intermediate_ssm,
+        *conv_states,
+        *intermediate_conv_windows,
+        state_indices,
+        last_correct_step_indices,
+        mamba_track_indices,
+        mamba_steps_to_track,
     )
+    if any(tensor is not None and tensor.device != device for tensor in tensors):
+        # Names only to report the odd one.
+        common_device(
+            ssm_states=ssm_states,
+            intermediate_ssm=intermediate_ssm,
+            **{f"conv_states[{k}]": conv for k, conv in enumerate(conv_states)},
+            **{
+                f"intermediate_conv_windows[{k}]": windows
+                for k, windows in enumerate(intermediate_conv_windows)
+            },
+            state_indices=state_indices,
+            last_correct_step_indices=last_correct_step_indices,
+            mamba_track_indices=mamba_track_indices,
+            mamba_steps_to_track=mamba_steps_to_track,
+        )
     return device, list(conv_states), list(intermediate_conv_windows)
 
 

@@ -137,7 +137,10 @@ def _across_slices(config, dtype: torch.dtype) -> torch.Tensor:
     """Eight rows of a vocabulary of five slices and a bit under ``config``; row 7 is random."""
     width = config.copy_block_bytes // 2 // dtype.itemsize  # the smallest slice: few, short rows
     vocab = 5 * width + 3
-    assert sampling_kernels._slice_elements(config, torch.empty(8, vocab, dtype=dtype), 8) == width
+    assert (
+        sampling_kernels._slice_elements(config, vocab, torch.empty((), dtype=dtype).element_size(), 8)
+        == width
+    )
     first, second, last = 0, width, 5 * width  # slice starts; the last slice holds 3 logits
     logits = torch.randn(8, vocab, generator=torch.Generator().manual_seed(width)).to(torch.float32)
     logits[0, vocab - 1] = 50.0  # the maximum at the last lane of the last slice

@@ -28,6 +28,7 @@ launch too; the second launch costs about as much and needs no atomics.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import torch
@@ -69,20 +70,22 @@ def _max_then_lowest_index(value1, index1, value2, index2):
 
 
 @triton.jit
-def _combine_partials(partial_max_ptr, partial_index_ptr, slots, inside, vocab, AXIS: tl.constexpr):
+def _combine_partials(partials_ptr, index_plane, slots, inside, vocab, AXIS: tl.constexpr):
     """The D6 argmax (int64) over the partials at ``slots`` along ``AXIS``: the largest max, and
     among equal maxima the lowest index (slices cover ascending ranges, each partial holds its
     slice's first maximum). One (max, index) reduction: no select between reduced and loaded
-    tensors. Masked slots never win; all masked answers ``vocab``."""
-    maxima = tl.load(partial_max_ptr + slots, mask=inside, other=float("-inf"))
-    indices = tl.load(partial_index_ptr + slots, mask=inside, other=vocab)
+    tensors. Masked slots never win; all masked answers ``vocab``. ``partials``: float32, the
+    maxima then, ``index_plane`` entries further, the int32 indices stored as their bits."""
+    maxima = tl.load(partials_ptr + slots, mask=inside, other=float("-inf"))
+    index_bits = tl.load(partials_ptr + index_plane + slots, mask=inside, other=0.0)
+    indices = tl.where(inside, index_bits.to(tl.int32, bitcast=True), vocab)
     _, index = tl.reduce((maxima, indices), AXIS, _max_then_lowest_index)
     return index.to(tl.int64)
 
 
 @triton.jit
 def _row_argmax(
-    logits_ptr, row, stride_row, stride_v, vocab, partial_max_ptr, partial_index_ptr, partial_row, num_slices,
+    logits_ptr, row, stride_row, stride_v, vocab, partials_ptr, index_plane, partial_row, num_slices,
     FROM_PARTIALS: tl.constexpr, SLICE: tl.constexpr, BLOCKS: tl.constexpr,
 ):  # fmt: skip
     """The D6 argmax (int64) of logits row ``row`` (``vocab <= SLICE``), or of the partials of
@@ -90,7 +93,7 @@ def _row_argmax(
     if FROM_PARTIALS:
         block = tl.arange(0, BLOCKS)
         index = _combine_partials(
-            partial_max_ptr, partial_index_ptr, partial_row * num_slices + block, block < num_slices, vocab, 0
+            partials_ptr, index_plane, partial_row * num_slices + block, block < num_slices, vocab, 0
         )
     else:
         _, index = _slice_argmax(logits_ptr + row * stride_row, stride_v, 0, vocab, SLICE)
@@ -115,7 +118,7 @@ def _copy_row_part(
 def _argmax_partials_kernel(
     logits_ptr, stride_row, stride_v, num_logit_rows, vocab,
     row_indices_ptr, row_indices_stride, row_step, row_offset,
-    partial_max_ptr, partial_index_ptr, num_partial_rows,
+    partials_ptr, index_plane, num_partial_rows,
     zero_int32_ptr, zero_int32_stride, zero_int64_ptr, zero_int64_stride, num_zero,
     hidden_ptr, hidden_stride_n, hidden_stride_h, out_hidden_ptr, out_hidden_stride_b, out_hidden_stride_h,
     hidden_size,
@@ -145,8 +148,11 @@ def _argmax_partials_kernel(
         valid = (row >= 0) & (row < num_logit_rows)
         if valid:
             best, index = _slice_argmax(logits_ptr + row * stride_row, stride_v, start, vocab, SLICE)
-            tl.store(partial_max_ptr + p * num_slices + k, best)
-            tl.store(partial_index_ptr + p * num_slices + k, index.to(tl.int32))
+            tl.store(partials_ptr + p * num_slices + k, best)
+            tl.store(
+                partials_ptr + index_plane + p * num_slices + k,
+                index.to(tl.int32).to(tl.float32, bitcast=True),
+            )
         if HAS_HIDDEN:
             _copy_row_part(
                 hidden_ptr + row * hidden_stride_n, hidden_stride_h,
@@ -160,11 +166,11 @@ def _argmax_partials_kernel(
             )  # fmt: skip
 
 
-def _slice_elements(config: LaunchConfig, logits: torch.Tensor, num_rows: int) -> int:
+@functools.lru_cache(maxsize=1024)
+def _slice_elements(config: LaunchConfig, vocab: int, element: int, num_rows: int) -> int:
     """Logits per first-launch program: ``_TARGET_PROGRAMS`` programs over all rows, each slice
     from half to twice the vendor's copy tile (whole 16-byte vectors, enough bytes in flight per
-    program), at most the vocabulary rounded up (a power of two)."""
-    vocab, element = logits.shape[1], logits.element_size()
+    program), at most the vocabulary rounded up (a power of two). Worked out once per layout."""
     wanted = next_power_of_2(max(cdiv(num_rows * vocab * element, _TARGET_PROGRAMS), 1))
     slice_bytes = min(max(wanted, config.copy_block_bytes // 2), 2 * config.copy_block_bytes)
     return min(max(slice_bytes // element, 1), next_power_of_2(max(vocab, 1)))
@@ -210,14 +216,14 @@ class _Argmax:
         self.logits = logits
         self.vocab = logits.shape[1]
         self.num_partial_rows = num_partial_rows
-        self.slice = _slice_elements(config, logits, num_partial_rows)
+        self.slice = _slice_elements(config, self.vocab, logits.element_size(), num_partial_rows)
         self.num_slices = cdiv(self.vocab, self.slice)
         self.from_partials = always_partials or self.num_slices > 1
-        self.partial_max = self.partial_index = None
+        self.partials = None
+        self.index_plane = num_partial_rows * self.num_slices
         if self.from_partials:
-            shape = (num_partial_rows, self.num_slices)
-            self.partial_max = torch.empty(shape, dtype=torch.float32, device=logits.device)
-            self.partial_index = torch.empty(shape, dtype=torch.int32, device=logits.device)
+            # One allocation: the maxima, then the indices (int32 bits in float32 entries).
+            self.partials = torch.empty((2 * self.index_plane,), dtype=torch.float32, device=logits.device)
 
     @property
     def blocks(self) -> int:
@@ -246,7 +252,7 @@ class _Argmax:
         _argmax_partials_kernel[grid](
             self.logits, *self.logits.stride(), self.logits.shape[0], self.vocab,
             row_indices, 0 if row_indices is None else row_indices.stride(0), row_step, row_offset,
-            self.partial_max, self.partial_index, self.num_partial_rows,
+            self.partials, self.index_plane, self.num_partial_rows,
             *zero_args, *_gather_args(hidden), *_gather_args(dsa),
             HAS_ROW_INDICES=row_indices is not None, ZERO_FILL=zero_fill is not None,
             HAS_HIDDEN=hidden is not None, HAS_DSA=dsa is not None, SLICE=self.slice,
@@ -260,8 +266,8 @@ class _Argmax:
             self.logits,
             *self.logits.stride(),
             self.vocab,
-            self.partial_max,
-            self.partial_index,
+            self.partials,
+            self.index_plane,
             self.num_slices,
         )
 
@@ -285,7 +291,7 @@ class _Argmax:
 @kernel
 @triton.jit
 def _draft_topk1_kernel(
-    logits_ptr, stride_row, stride_v, vocab, partial_max_ptr, partial_index_ptr, num_slices,
+    logits_ptr, stride_row, stride_v, vocab, partials_ptr, index_plane, num_slices,
     positions_ptr, positions_stride,
     draft_tokens_ptr, draft_stride_b, draft_stride_c, draft_column,
     topk_p_ptr, topk_p_stride, topk_index_ptr, topk_index_stride,
@@ -293,7 +299,7 @@ def _draft_topk1_kernel(
 ):  # fmt: skip
     row = tl.program_id(0).to(tl.int64)
     token = _row_argmax(
-        logits_ptr, row, stride_row, stride_v, vocab, partial_max_ptr, partial_index_ptr, row, num_slices,
+        logits_ptr, row, stride_row, stride_v, vocab, partials_ptr, index_plane, row, num_slices,
         FROM_PARTIALS, SLICE, BLOCKS,
     )  # fmt: skip
     tl.store(topk_index_ptr + row * topk_index_stride, token)
@@ -342,7 +348,7 @@ def _pick(values, node, at):
 @kernel
 @triton.jit
 def _target_verify_topk1_kernel(
-    logits_ptr, stride_row, stride_v, vocab, partial_max_ptr, partial_index_ptr, num_slices,
+    logits_ptr, stride_row, stride_v, vocab, partials_ptr, index_plane, num_slices,
     candidates_ptr, candidates_stride_b, candidates_stride_n,
     retrieve_index_ptr, index_stride_b, index_stride_n,
     next_token_ptr, token_stride_b, token_stride_n,
@@ -373,7 +379,7 @@ def _target_verify_topk1_kernel(
             # Only row b*D + n-1 feeds the bonus; the partials (if any) are one row per request.
             bonus = _row_argmax(
                 logits_ptr, row_base + num_accepted, stride_row, stride_v, vocab,
-                partial_max_ptr, partial_index_ptr, b, num_slices, FROM_PARTIALS, SLICE, BLOCKS,
+                partials_ptr, index_plane, b, num_slices, FROM_PARTIALS, SLICE, BLOCKS,
             )  # fmt: skip
             is_draft = node < num_accepted
             drafts = tl.load(
@@ -407,7 +413,7 @@ def _target_verify_topk1_kernel(
         child = tl.where(child_ok, child, 0)
         block = tl.arange(0, BLOCKS)
         target = _combine_partials(
-            partial_max_ptr, partial_index_ptr,
+            partials_ptr, index_plane,
             tl.where(flat_ok, flat, 0)[:, None] * num_slices + block[None, :],
             flat_ok[:, None] & (block < num_slices)[None, :], vocab, 1,
         )  # fmt: skip
@@ -513,7 +519,7 @@ def _target_verify_topk1_postprocess(
 @kernel
 @triton.jit
 def _draft_extend_topk1_kernel(
-    logits_ptr, stride_row, stride_v, vocab, partial_max_ptr, partial_index_ptr, num_slices,
+    logits_ptr, stride_row, stride_v, vocab, partials_ptr, index_plane, num_slices,
     row_indices_ptr, row_indices_stride, num_rows,
     hidden_ptr, hidden_stride_n, hidden_stride_h, out_hidden_ptr, out_hidden_stride_b, out_hidden_stride_h,
     hidden_size,
@@ -529,7 +535,7 @@ def _draft_extend_topk1_kernel(
     valid = (row >= 0) & (row < num_rows)
     if valid:
         token = _row_argmax(
-            logits_ptr, row, stride_row, stride_v, vocab, partial_max_ptr, partial_index_ptr, b, num_slices,
+            logits_ptr, row, stride_row, stride_v, vocab, partials_ptr, index_plane, b, num_slices,
             FROM_PARTIALS, SLICE, BLOCKS,
         )  # fmt: skip
         tl.store(topk_index_ptr + b * topk_index_stride, token)
