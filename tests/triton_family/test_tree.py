@@ -205,10 +205,19 @@ def test_build_tree_garbage_indices(seed, dtype):
         (1, torch.rand(bs * num_nodes * num_nodes, generator=gen) < 0.5),
         (2, _ints(gen, 0, 1 << 15, (bs * num_nodes,), torch.int16)),
     ):
+        # The verify input ids with two of the modes (written by the same launch), none with the other.
+        tokens = [None, None, None]
+        if mode != 1:
+            tokens = [
+                _ints(gen, 0, 1 << 20, (bs,), dtype),
+                _ints(gen, 0, 1 << 20, (bs, num_nodes - 1), dtype),
+                _poison((bs * num_nodes,), torch.int64),
+            ]
         args = [
             parent_list, selected, seq_lens, topk, num_steps, num_nodes, mode, mask,
             _poison((bs * num_nodes,), torch.int64),
             *(_poison((bs, num_nodes), torch.int64) for _ in range(3)),
+            *tokens,
         ]  # fmt: skip
         assert_providers_agree("build_tree_kernel_efficient", provider("build_tree_kernel_efficient"), args)
 

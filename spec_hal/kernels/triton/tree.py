@@ -66,14 +66,28 @@ def _build_tree_kernel(
     retrieve_index_ptr, index_stride_b, index_stride_n,
     next_token_ptr, token_stride_b, token_stride_n,
     next_sibling_ptr, sibling_stride_b, sibling_stride_n,
+    verified_ptr, verified_stride, draft_tokens_ptr, draft_tokens_stride_b, draft_tokens_stride_n,
+    flat_tokens_ptr,
     num_nodes,
     MODE: tl.constexpr, TOPK: tl.constexpr, NUM_STEPS: tl.constexpr,
-    BLOCK_D: tl.constexpr, BLOCK_P: tl.constexpr, SCAN_BLOCK: tl.constexpr,
+    BLOCK_D: tl.constexpr, BLOCK_P: tl.constexpr, SCAN_BLOCK: tl.constexpr, HAS_TOKENS: tl.constexpr,
 ):  # fmt: skip
+    """``HAS_TOKENS``: also the verify input ids, node 0 the verified token and node i the draft
+    token i - 1 (``flat_tokens`` contiguous int64)."""
     b = tl.program_id(0).to(tl.int64)
     node = tl.arange(0, BLOCK_D).to(tl.int64)
     in_tree = node < num_nodes
     none = BLOCK_D  # "no node" in first-match reductions: larger than every node id
+    if HAS_TOKENS:
+        verified = tl.load(verified_ptr + b * verified_stride).to(tl.int64)
+        draft_token = tl.load(
+            draft_tokens_ptr + b * draft_tokens_stride_b + (node - 1) * draft_tokens_stride_n,
+            mask=(node >= 1) & in_tree,
+            other=0,
+        ).to(tl.int64)
+        tl.store(
+            flat_tokens_ptr + b * num_nodes + node, tl.where(node == 0, verified, draft_token), mask=in_tree
+        )
 
     # Every load is issued up front: no address depends on loaded data (the parent_list row is
     # read whole and indexed in registers).
@@ -175,6 +189,9 @@ def _build_tree_kernel_efficient(
     retrieve_index: torch.Tensor,
     retrieve_next_token: torch.Tensor,
     retrieve_next_sibling: torch.Tensor,
+    verified_id: torch.Tensor | None,
+    draft_tokens: torch.Tensor | None,
+    flat_tokens: torch.Tensor | None,
 ) -> None:
     bs = seq_lens.shape[0]
     if tree_mask_mode == QLEN_ONLY_BITPACKING and tree_mask.dtype in SIGNED_OF:
@@ -192,6 +209,9 @@ def _build_tree_kernel_efficient(
         retrieve_index, *retrieve_index.stride(),
         retrieve_next_token, *retrieve_next_token.stride(),
         retrieve_next_sibling, *retrieve_next_sibling.stride(),
+        verified_id, 0 if verified_id is None else verified_id.stride(0),
+        draft_tokens, *((0, 0) if draft_tokens is None else draft_tokens.stride()),
+        flat_tokens,
         draft_token_num,
         MODE=int(tree_mask_mode),
         # K and S as constants: the slot division becomes a multiply, the ancestor walk unrolls.
@@ -200,6 +220,7 @@ def _build_tree_kernel_efficient(
         BLOCK_D=block_d,
         BLOCK_P=block_p,
         SCAN_BLOCK=scan_block,
+        HAS_TOKENS=flat_tokens is not None,
         num_warps=request_warps(config, block_d * max(block_d, block_p)),
     )  # fmt: skip
 

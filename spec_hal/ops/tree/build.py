@@ -178,9 +178,16 @@ def _build_tree_kernel_efficient_reference(
     retrieve_index: Tensor,
     retrieve_next_token: Tensor,
     retrieve_next_sibling: Tensor,
+    verified_id: Tensor | None,
+    draft_tokens: Tensor | None,
+    flat_tokens: Tensor | None,
 ) -> None:
     bs, num_nodes = retrieve_index.shape
     device = retrieve_index.device
+    if flat_tokens is not None:  # verified_id and draft_tokens come with it
+        tokens = flat_tokens.view(bs, num_nodes)
+        tokens[:, 0] = verified_id
+        tokens[:, 1:] = draft_tokens
     node = torch.arange(num_nodes, device=device)
     parent = _tree_parents(parent_list, selected_index, topk, num_nodes)
 
@@ -219,7 +226,14 @@ def _build_tree_kernel_efficient_reference(
 
 @define_op(
     _build_tree_kernel_efficient_reference,
-    mutates=("tree_mask", "positions", "retrieve_index", "retrieve_next_token", "retrieve_next_sibling"),
+    mutates=(
+        "tree_mask",
+        "positions",
+        "retrieve_index",
+        "retrieve_next_token",
+        "retrieve_next_sibling",
+        "flat_tokens",
+    ),
     op_class="latency",
     variant=("tree_mask_mode", "parent_list", "selected_index", "seq_lens", "tree_mask"),
 )
@@ -346,9 +360,11 @@ def build_tree_kernel_efficient(
                     f"tree_mask: FULL_MASK needs D*sum(seq_lens) + bs*D*D = {needed} entries, has {tree_mask.numel()}"
                 )
 
+    # The verify input ids, written by the provider with the tree. No output parameter holds them,
+    # so they are allocated also under graph capture (the graph's pool keeps them for replays).
     flat_tokens = None
     if verified_id is not None:
-        flat_tokens = torch.cat([verified_id.long()[:, None], draft_tokens.long()], 1).flatten()  # type: ignore[union-attr]
+        flat_tokens = torch.empty((bs * num_nodes,), dtype=torch.int64, device=device)
     if bs > 0:
         build_tree_kernel_efficient.dispatch(
             device,
@@ -364,5 +380,8 @@ def build_tree_kernel_efficient(
             retrieve_index,
             retrieve_next_token,
             retrieve_next_sibling,
+            verified_id,
+            draft_tokens,
+            flat_tokens,
         )
     return tree_mask, positions, retrieve_index, retrieve_next_token, retrieve_next_sibling, flat_tokens
