@@ -350,7 +350,7 @@ def compile_one(spec: Specialisation, target: Target) -> dict[str, Any]:
                 options=spec.options,
             )
     except Exception as exc:
-        return {"ok": False, "error": _first_lines(f"{type(exc).__name__}: {exc}")}
+        return {"ok": False, "error": _error_excerpt(f"{type(exc).__name__}: {exc}")}
     meta = compiled.metadata
     row["shared_bytes"] = int(meta.shared)
     row["num_warps"] = int(meta.num_warps)
@@ -407,8 +407,12 @@ def ptxas_resources(log: str) -> dict[str, Any]:
     }
 
 
-def _first_lines(text: str, lines: int = 12, chars: int = 2000) -> str:
-    return "\n".join(text.strip().splitlines()[:lines])[:chars]
+def _error_excerpt(text: str, lines: int = 12, chars: int = 2000) -> str:
+    """The head of an error and its last lines: Triton puts the source excerpt first, the cause last."""
+    kept = text.strip().splitlines()
+    if len(kept) > lines:
+        kept = [*kept[: lines - 3], "...", *kept[-2:]]
+    return "\n".join(kept)[-chars:]
 
 
 def _plain(value: Any) -> Any:

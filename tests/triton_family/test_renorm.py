@@ -8,6 +8,8 @@ put many values in tau's bin.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from triton_family.interpreted import TRITON_VENDORS, small_cases
@@ -25,6 +27,7 @@ from triton_family.test_vocab import SMALL_GRID, provider
 
 from spec_hal.conformance.cases import renorm as renorm_cases
 from spec_hal.kernels.triton import renorm as renorm_kernels
+from spec_hal.kernels.triton.config import INTERPRETER
 
 OPS = ("top_k_renorm_prob", "top_p_renorm_prob")
 K, P = OPS
@@ -99,3 +102,35 @@ def test_garbage_probs_write_only_the_output(op):
     torch.testing.assert_close(probs, before, rtol=0, atol=0, equal_nan=True)
     assert (room[0] == -7).all() and (room[5] == -7).all()
     assert not (room[1:5] == -7).all(dim=1).any()  # every row written
+
+
+# --------------------------------------------------------------------------------------------------
+# The two launch shapes: one program per row, and rows split into chunks (a launch per digit)
+
+ONE_PROGRAM_PER_ROW = dataclasses.replace(INTERPRETER, row_programs=1)
+SPLIT_ROWS = dataclasses.replace(INTERPRETER, row_programs=64, max_grid=2)
+
+
+def test_the_interpreter_configurations_take_both_shapes():
+    """The interpreter's own configuration splits the few rows of the small cases, and these two
+    configurations pin each shape (so the cases below run through both)."""
+    tile = INTERPRETER.copy_block_bytes // 4  # split rows are chunks of whole copy tiles
+    assert renorm_kernels._plan(INTERPRETER, 2, 200)[2] < 200
+    assert renorm_kernels._plan(ONE_PROGRAM_PER_ROW, 2, 200)[2] == 200
+    assert renorm_kernels._plan(SPLIT_ROWS, 5, 300) == (tile, 1, tile)  # one tile per chunk
+    assert renorm_kernels._plan(SPLIT_ROWS, 5, tile)[2] == tile  # a row of one tile: one program
+
+
+@pytest.mark.parametrize("config", [ONE_PROGRAM_PER_ROW, SPLIT_ROWS], ids=["per_row", "split"])
+@pytest.mark.parametrize("rows", renorm_cases.ROWS)
+@pytest.mark.parametrize("op", OPS)
+def test_both_shapes_agree_with_the_reference(op, rows, config):
+    """Per-row parameters spanning keep-all and deep kept sets, more rows than the grid (max_grid 2:
+    programs take several rows, the split scratch counts arrivals across them)."""
+    kwargs = B[op](torch.device("cpu"), bs=5, vocab=300, rows=rows, seed=len(rows))
+    if op == K:
+        parameter = torch.tensor([1, 7, 0, 150, 299], dtype=torch.int32)
+    else:
+        parameter = torch.tensor([0.25, 1.0, 0.5, 0.9, 0.984375])
+    args = [kwargs["probs"], parameter, 0 if op == K else 1.0, kwargs["out"]]
+    assert_providers_agree(op, provider(op, config), args)

@@ -21,6 +21,8 @@ class LaunchConfig:
             times (the top-k/top-p renormalisation): few such programs run at once, so each takes
             the most warps and loads in flight it can.
         row_block_bytes: bytes per step of those walks.
+        row_programs: programs that fill the device: below this many rows, such kernels split each
+            row into chunks (one program each) to have about this many.
         max_grid: largest grid dimension the device accepts (programs loop beyond it).
     """
 
@@ -32,6 +34,7 @@ class LaunchConfig:
     copy_block_bytes: int = 4096
     row_num_warps: int = 16
     row_block_bytes: int = 65536
+    row_programs: int = 256
     max_grid: int = 65535
     _hash: int = field(init=False, repr=False, compare=False)
 
@@ -54,4 +57,5 @@ INTERPRETER = LaunchConfig(
     copy_block_bytes=256,
     row_num_warps=1,
     row_block_bytes=256,
+    row_programs=8,
 )

@@ -1,17 +1,15 @@
 """Triton kernels of family D7: ``top_k_renorm_prob`` and ``top_p_renorm_prob`` without a sort.
 
-The kept set is ``{p >= tau}`` with ``tau`` a value of the row (``spec_hal/ops/renorm.py``). One
-program per row (programs take several rows beyond ``config.max_grid``). Non-negative float32 values
-order like their bit patterns read as int32 (*keys*, 31 bits), so ``tau``'s key is found one digit at
-a time, most significant first (a radix select). The condition on a key x (top-k: at least k values of
-the row at or above x; top-p: at least ``top_p * total`` of mass at or above x) only weakens as x
-grows, and ``tau`` is the largest key of the row where it holds. Each pass over the row tallies the
-values whose key starts with the digits found so far by their next digit; the highest digit where the
-condition still holds (counting what lies above the tallied values) is ``tau``'s next digit:
-
-* top-k tallies counts with ``tl.histogram``: 8-bit digits, 4 passes;
-* top-p tallies mass, in per-lane sums of each digit (a digit costs a compare and an add per value,
-  so digits are 4 bits wide): 8 passes, the first also giving the row's total.
+The kept set is ``{p >= tau}`` with ``tau`` a value of the row (``spec_hal/ops/renorm.py``).
+Non-negative float32 values order like their bit patterns read as int32 (*keys*, 31 bits), so
+``tau``'s key is found one digit at a time, most significant first (a radix select). The condition on
+a key x (top-k: at least k values of the row at or above x; top-p: at least ``top_p * total`` of mass
+at or above x) only weakens as x grows, and ``tau`` is the largest key of the row where it holds.
+Each pass over the row tallies the values whose key starts with the digits found so far (the
+*bracket*) by their next digit; the highest digit where the condition still holds (counting what lies
+above the bracket) is ``tau``'s next digit. Top-k tallies counts (``tl.histogram``), top-p tallies
+mass (per-lane sums of each digit value: a compare and an add per value and digit value, so its digits
+are narrower); top-p's first pass also gives the row's total.
 
 After the last digit the tallied bins are single keys, so the kept mass is exact bookkeeping: the
 mass above the last bracket plus each kept key's count (top-k) or mass (top-p). A last pass writes
@@ -20,10 +18,20 @@ before it is written, by the thread that writes it). Rows that keep everything (
 ``k >= V``, ``top_p >= 1``) only sum the row. Passes after the first read the row again (from L2 when
 it is still there): the op's bytes are counted once. Negative keys (negative values, which the
 contract rejects) match no digit and fall below every ``tau``.
+
+Two shapes of launch:
+
+* enough rows to fill the device (``config.row_programs``): one program per row, all passes in one
+  launch (the row stays in L2 between them);
+* fewer rows: each row is split into chunks, one program per (chunk, row), one launch per digit and
+  one that writes. A program tallies its chunk into the row's scratch; the last program of the row to
+  arrive (an atomic count) adds the chunks' tallies in chunk order (the same sums every run) and
+  stores the row's next digit, which the next launch reads.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import torch
@@ -31,51 +39,64 @@ import triton
 import triton.language as tl
 
 from .config import LaunchConfig
-from .launch import kernel, next_power_of_2
+from .launch import cdiv, kernel, next_power_of_2
 from .sizing import warps
 
 #: Bits of a key (the sign bit of a non-negative float is 0).
 _KEY_BITS = tl.constexpr(31)
-#: Digit widths. A pass costs a read of the row plus work per value that grows with the digit's
-#: values: ``tl.histogram``'s bit ballots for top-k's counts, a compare and an add per digit value for
-#: top-p's mass; both kernels are bound by that work, not by the reads (``spec-hal bench --sweep``).
-_COUNT_DIGIT_BITS = 5
-_MASS_DIGIT_BITS = 2
+#: Digit widths (bits) of (top-k, top-p). A pass costs a read of the row plus work per value that
+#: grows with the digit's values (``tl.histogram``'s bit ballots, or a compare and an add per digit
+#: value); one program per row is bound by that work, so its digits are narrow. Split rows pay a
+#: launch per digit instead, so theirs are wider.
+_ROW_DIGIT_BITS = (5, 2)
+_SPLIT_DIGIT_BITS = (8, 4)
 #: Blocks of a mass pass loaded per step (more keep more registers live than the kernel has).
 _UNROLL = tl.constexpr(4)
 _KEY_MIN = tl.constexpr(-(2**31))
+#: A split row's int32 scratch: these slots, then per chunk one slot per digit value and one more
+#: (the chunk's mass above the bracket, or its total); float32 values are kept as their bits.
+_ARRIVALS = tl.constexpr(0)
+_PREFIX = tl.constexpr(1)
+_COUNT_ABOVE = tl.constexpr(2)
+_MASS_ABOVE = tl.constexpr(3)
+_TARGET = tl.constexpr(4)
+_KEPT_MASS = tl.constexpr(5)
+_TAU_KEY = tl.constexpr(6)
+_STATE_SLOTS = tl.constexpr(8)
 
 
 @triton.jit
-def _load_row_block(row_ptr, stride_v, start, vocab, BLOCK: tl.constexpr):
-    """Lanes ``start + [0, BLOCK)`` of a row: (indices, in range, values (0 outside), keys)."""
+def _load_row_block(row_ptr, stride_v, start, end, BLOCK: tl.constexpr):
+    """Lanes ``start + [0, BLOCK)`` of a row, those before ``end``: (indices, in range, values (0
+    outside), keys)."""
     offsets = start + tl.arange(0, BLOCK)
-    inside = offsets < vocab
+    inside = offsets < end
     values = tl.load(row_ptr + offsets.to(tl.int64) * stride_v, mask=inside, other=0.0)
     return offsets, inside, values, values.to(tl.int32, bitcast=True)
 
 
 @triton.jit
-def _row_total(row_ptr, stride_v, vocab, BLOCK_V: tl.constexpr):
+def _range_total(row_ptr, stride_v, begin, end, BLOCK_V: tl.constexpr):
     mass = tl.zeros([BLOCK_V], tl.float32)
-    for start in range(0, vocab, BLOCK_V):
-        _, _, values, _ = _load_row_block(row_ptr, stride_v, start, vocab, BLOCK_V)
+    for start in range(begin, end, BLOCK_V):
+        _, _, values, _ = _load_row_block(row_ptr, stride_v, start, end, BLOCK_V)
         mass += values
     return tl.sum(mass, 0)
 
 
 @triton.jit
 def _count_pass(
-    row_ptr, stride_v, vocab, prefix, HIGH: tl.constexpr, SHIFT: tl.constexpr, BLOCK_V: tl.constexpr
+    row_ptr, stride_v, begin, end, prefix, HIGH: tl.constexpr, SHIFT: tl.constexpr, BLOCK_V: tl.constexpr
 ):  # fmt: skip
-    """Over the keys whose bits from ``HIGH`` up equal ``prefix``'s (the bracket): the count of each
-    digit (bits ``SHIFT .. HIGH - 1``); and the mass of the keys above the bracket."""
+    """Over lanes ``[begin, end)`` of the row, the keys whose bits from ``HIGH`` up equal
+    ``prefix``'s (the bracket): the count of each digit (bits ``SHIFT .. HIGH - 1``); and the mass of
+    the keys above the bracket."""
     NUM_DIGITS: tl.constexpr = tl.constexpr(1) << (HIGH - SHIFT)
     head = prefix >> HIGH
     counts = tl.zeros([NUM_DIGITS], tl.int32)
     mass_above = tl.zeros([BLOCK_V], tl.float32)
-    for start in range(0, vocab, BLOCK_V):
-        _, inside, values, keys = _load_row_block(row_ptr, stride_v, start, vocab, BLOCK_V)
+    for start in range(begin, end, BLOCK_V):
+        _, inside, values, keys = _load_row_block(row_ptr, stride_v, start, end, BLOCK_V)
         key_head = keys >> HIGH
         digits = (keys >> SHIFT) & (NUM_DIGITS - 1)
         counts += tl.histogram(digits, NUM_DIGITS, mask=inside & (key_head == head))
@@ -85,22 +106,20 @@ def _count_pass(
 
 @triton.jit
 def _mass_pass(
-    row_ptr, stride_v, vocab, prefix, HIGH: tl.constexpr, SHIFT: tl.constexpr, BLOCK_R: tl.constexpr,
+    row_ptr, stride_v, begin, end, prefix, HIGH: tl.constexpr, SHIFT: tl.constexpr, BLOCK_R: tl.constexpr,
     UNROLL: tl.constexpr,
 ):  # fmt: skip
-    """Over the bracket (as in :func:`_count_pass`): the mass of each digit. Each step reads
-    ``UNROLL`` blocks of ``BLOCK_R`` lanes, all loads issued before the first is used (the
-    ``[BLOCK_R, digits]`` sums keep the block small; one block per step would wait on memory once per
-    block)."""
+    """Over lanes ``[begin, end)``, the bracket (as in :func:`_count_pass`): the mass of each digit.
+    Each step reads ``UNROLL`` blocks of ``BLOCK_R`` lanes, all loads issued before the first is used
+    (the ``[BLOCK_R, digits]`` sums keep the block small; one block per step would wait on memory
+    once per block)."""
     NUM_DIGITS: tl.constexpr = tl.constexpr(1) << (HIGH - SHIFT)
     head = prefix >> HIGH
     digit_values = tl.arange(0, NUM_DIGITS)
     masses = tl.zeros([BLOCK_R, NUM_DIGITS], tl.float32)
-    for start in range(0, vocab, BLOCK_R * UNROLL):
+    for start in range(begin, end, BLOCK_R * UNROLL):
         for part in tl.static_range(UNROLL):
-            _, inside, values, keys = _load_row_block(
-                row_ptr, stride_v, start + part * BLOCK_R, vocab, BLOCK_R
-            )
+            _, inside, values, keys = _load_row_block(row_ptr, stride_v, start + part * BLOCK_R, end, BLOCK_R)
             digits = (keys >> SHIFT) & (NUM_DIGITS - 1)
             hit = (inside & ((keys >> HIGH) == head))[:, None] & (digits[:, None] == digit_values[None, :])
             masses += tl.where(hit, values[:, None], 0.0)
@@ -119,13 +138,9 @@ def _highest_holding(tallies, above, needed):
 
 
 @triton.jit
-def _top_k_digit(row_ptr, stride_v, vocab, k, prefix, count_above, LEVEL: tl.constexpr, DIGIT: tl.constexpr,
-                 BLOCK_V: tl.constexpr):  # fmt: skip
-    """One digit of tau's key for 1 <= k < V: (the prefix with it, the count above the new bracket,
-    after the last digit the kept mass (else 0))."""
-    HIGH: tl.constexpr = _KEY_BITS - LEVEL * DIGIT
-    SHIFT: tl.constexpr = (HIGH - DIGIT) * (HIGH > DIGIT)
-    counts, mass_above = _count_pass(row_ptr, stride_v, vocab, prefix, HIGH, SHIFT, BLOCK_V)
+def _top_k_select(counts, mass_above, prefix, count_above, k, HIGH: tl.constexpr, SHIFT: tl.constexpr):
+    """From a pass's counts (1 <= k < V): (the prefix with tau's next digit, the count above the new
+    bracket, after the last digit (``SHIFT == 0``) the kept mass, else 0)."""
     chosen, counted = _highest_holding(counts.to(tl.int64), count_above, k)
     prefix = prefix | (chosen.to(tl.int32) << SHIFT)
     kept_mass = tl.zeros((), tl.float32)
@@ -139,23 +154,47 @@ def _top_k_digit(row_ptr, stride_v, vocab, k, prefix, count_above, LEVEL: tl.con
 
 
 @triton.jit
-def _top_p_digit(row_ptr, stride_v, vocab, top_p, prefix, mass_above, target, LEVEL: tl.constexpr,
-                 DIGIT: tl.constexpr, BLOCK_R: tl.constexpr, UNROLL: tl.constexpr):  # fmt: skip
-    """One digit of tau's key for top_p < 1: (the prefix with it, the mass above the new bracket,
-    the target mass (from the first digit's pass, which covers the row), after the last digit the
-    kept mass (else 0))."""
-    HIGH: tl.constexpr = _KEY_BITS - LEVEL * DIGIT
-    SHIFT: tl.constexpr = (HIGH - DIGIT) * (HIGH > DIGIT)
-    masses = _mass_pass(row_ptr, stride_v, vocab, prefix, HIGH, SHIFT, BLOCK_R, UNROLL)
-    if LEVEL == 0:
-        target = top_p * tl.sum(masses, 0)
+def _top_p_select(masses, prefix, mass_above, target, SHIFT: tl.constexpr):
+    """From a pass's masses (top_p < 1): (the prefix with tau's next digit, the mass above the new
+    bracket, after the last digit the kept mass, else 0)."""
     chosen, summed = _highest_holding(masses, mass_above, target)
     kept_mass = tl.zeros((), tl.float32)
     if SHIFT == 0:
         # The digits are whole keys: the kept mass is what lies above tau's key plus tau's own.
         digit_values = tl.arange(0, masses.shape[0])
         kept_mass = mass_above + summed + tl.sum(tl.where(digit_values == chosen, masses, 0.0), 0)
-    return prefix | (chosen.to(tl.int32) << SHIFT), mass_above + summed, target, kept_mass
+    return prefix | (chosen.to(tl.int32) << SHIFT), mass_above + summed, kept_mass
+
+
+@triton.jit
+def _row_parameter(
+    param_ptr, param_stride, param_value, row, vocab, TOP_P: tl.constexpr, PER_ROW: tl.constexpr
+):
+    """(the row's k (int64) or top_p (float32), whether the row keeps everything)."""
+    if PER_ROW:
+        param = tl.load(param_ptr + row * param_stride)
+    else:
+        param = param_value
+    if TOP_P:
+        top_p = tl.zeros((), tl.float32) + param
+        return top_p, top_p >= 1.0
+    k = tl.zeros((), tl.int64) + param
+    return k, (k <= 0) | (k >= vocab)
+
+
+@triton.jit
+def _write_range(
+    row_ptr, stride_v, out_row, out_stride_v, begin, end, tau_key, kept_mass, BLOCK_V: tl.constexpr
+):  # fmt: skip
+    for start in range(begin, end, BLOCK_V):
+        offsets, inside, values, keys = _load_row_block(row_ptr, stride_v, start, end, BLOCK_V)
+        # IEEE division: the reference's p / sum(kept).
+        renormalised = tl.where(keys >= tau_key, tl.div_rn(values, kept_mass), 0.0)
+        tl.store(out_row + offsets.to(tl.int64) * out_stride_v, renormalised, mask=inside)
+
+
+# --------------------------------------------------------------------------------------------------
+# One program per row
 
 
 @triton.jit
@@ -169,6 +208,17 @@ def _top_k_threshold(row_ptr, stride_v, vocab, k, DIGIT: tl.constexpr, BLOCK_V: 
             row_ptr, stride_v, vocab, k, prefix, count_above, level, DIGIT, BLOCK_V
         )
     return prefix, kept_mass
+
+
+@triton.jit
+def _top_k_digit(
+    row_ptr, stride_v, vocab, k, prefix, count_above, LEVEL: tl.constexpr, DIGIT: tl.constexpr,
+    BLOCK_V: tl.constexpr,
+):  # fmt: skip
+    HIGH: tl.constexpr = _KEY_BITS - LEVEL * DIGIT
+    SHIFT: tl.constexpr = (HIGH - DIGIT) * (HIGH > DIGIT)
+    counts, mass_above = _count_pass(row_ptr, stride_v, 0, vocab, prefix, HIGH, SHIFT, BLOCK_V)
+    return _top_k_select(counts, mass_above, prefix, count_above, k, HIGH, SHIFT)
 
 
 @triton.jit
@@ -187,45 +237,209 @@ def _top_p_threshold(
     return prefix, kept_mass
 
 
+@triton.jit
+def _top_p_digit(
+    row_ptr, stride_v, vocab, top_p, prefix, mass_above, target, LEVEL: tl.constexpr, DIGIT: tl.constexpr,
+    BLOCK_R: tl.constexpr, UNROLL: tl.constexpr,
+):  # fmt: skip
+    HIGH: tl.constexpr = _KEY_BITS - LEVEL * DIGIT
+    SHIFT: tl.constexpr = (HIGH - DIGIT) * (HIGH > DIGIT)
+    masses = _mass_pass(row_ptr, stride_v, 0, vocab, prefix, HIGH, SHIFT, BLOCK_R, UNROLL)
+    if LEVEL == 0:  # the first digit's pass covers the row
+        target = top_p * tl.sum(masses, 0)
+    prefix, mass_above, kept_mass = _top_p_select(masses, prefix, mass_above, target, SHIFT)
+    return prefix, mass_above, target, kept_mass
+
+
 @kernel
 @triton.jit
-def _renorm_kernel(
+def _renorm_rows_kernel(
     probs_ptr, probs_stride_b, probs_stride_v,
     out_ptr, out_stride_b, out_stride_v,
     param_ptr, param_stride, param_value,
     batch, vocab,
     TOP_P: tl.constexpr, PER_ROW: tl.constexpr, BLOCK_V: tl.constexpr, BLOCK_R: tl.constexpr,
-    COUNT_DIGIT: tl.constexpr, MASS_DIGIT: tl.constexpr,
+    DIGIT: tl.constexpr,
 ):  # fmt: skip
     """``param``: the row's k (int) or top_p (float32), from ``param_ptr`` when ``PER_ROW``."""
     for program_row in range(tl.program_id(0), batch, tl.num_programs(0)):
         row = tl.zeros((), tl.int64) + program_row
         row_ptr = probs_ptr + row * probs_stride_b
-        if PER_ROW:
-            param = tl.load(param_ptr + row * param_stride)
-        else:
-            param = param_value
-        if TOP_P:
-            top_p = tl.zeros((), tl.float32) + param
-            keep_all = top_p >= 1.0
-        else:
-            k = tl.zeros((), tl.int64) + param
-            keep_all = (k <= 0) | (k >= vocab)
+        param, keep_all = _row_parameter(param_ptr, param_stride, param_value, row, vocab, TOP_P, PER_ROW)
         if keep_all:
             tau_key = tl.zeros((), tl.int32) + _KEY_MIN
-            kept_mass = _row_total(row_ptr, probs_stride_v, vocab, BLOCK_V)
+            kept_mass = _range_total(row_ptr, probs_stride_v, 0, vocab, BLOCK_V)
         elif TOP_P:
             tau_key, kept_mass = _top_p_threshold(
-                row_ptr, probs_stride_v, vocab, top_p, MASS_DIGIT, BLOCK_R, _UNROLL
+                row_ptr, probs_stride_v, vocab, param, DIGIT, BLOCK_R, _UNROLL
             )
         else:
-            tau_key, kept_mass = _top_k_threshold(row_ptr, probs_stride_v, vocab, k, COUNT_DIGIT, BLOCK_V)
-        out_row = out_ptr + row * out_stride_b
-        for start in range(0, vocab, BLOCK_V):
-            offsets, inside, values, keys = _load_row_block(row_ptr, probs_stride_v, start, vocab, BLOCK_V)
-            # IEEE division: the reference's p / sum(kept).
-            renormalised = tl.where(keys >= tau_key, tl.div_rn(values, kept_mass), 0.0)
-            tl.store(out_row + offsets.to(tl.int64) * out_stride_v, renormalised, mask=inside)
+            tau_key, kept_mass = _top_k_threshold(row_ptr, probs_stride_v, vocab, param, DIGIT, BLOCK_V)
+        _write_range(
+            row_ptr, probs_stride_v, out_ptr + row * out_stride_b, out_stride_v, 0, vocab, tau_key, kept_mass,
+            BLOCK_V,
+        )  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------------
+# Rows split into chunks
+
+
+@triton.jit
+def _load_state(state, slot):
+    # Written by other programs (earlier launches, or this launch's other chunks): read from L2.
+    return tl.load(state + slot, cache_modifier=".cg")
+
+
+@triton.jit
+def _load_state_float(state, slot):
+    return _load_state(state, slot).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _store_state_float(state, slot, value):
+    tl.store(state + slot, value.to(tl.int32, bitcast=True))
+
+
+@kernel
+@triton.jit
+def _renorm_digit_kernel(
+    probs_ptr, probs_stride_b, probs_stride_v,
+    param_ptr, param_stride, param_value,
+    scratch_ptr, scratch_stride, batch, vocab, chunk, num_chunks,
+    TOP_P: tl.constexpr, PER_ROW: tl.constexpr, LEVEL: tl.constexpr, DIGIT: tl.constexpr,
+    CHUNKS: tl.constexpr, BLOCK_V: tl.constexpr, BLOCK_R: tl.constexpr,
+):  # fmt: skip
+    """Digit ``LEVEL`` of each row's tau: program (c, q) tallies chunk c of rows q, q + grid, ...;
+    the row's last program to arrive finishes the digit (``CHUNKS``: a power of two >= the chunks).
+    Level 0 also sums the rows that keep everything (they skip the later levels)."""
+    HIGH: tl.constexpr = _KEY_BITS - LEVEL * DIGIT
+    SHIFT: tl.constexpr = (HIGH - DIGIT) * (HIGH > DIGIT)
+    NUM_DIGITS: tl.constexpr = tl.constexpr(1) << (HIGH - SHIFT)
+    SLOTS: tl.constexpr = (tl.constexpr(1) << DIGIT) + 1
+    c = tl.program_id(0)
+    begin = c * chunk
+    end = tl.minimum(begin + chunk, vocab)
+    digit_values = tl.arange(0, NUM_DIGITS)
+    for program_row in range(tl.program_id(1), batch, tl.num_programs(1)):
+        row = tl.zeros((), tl.int64) + program_row
+        row_ptr = probs_ptr + row * probs_stride_b
+        state = scratch_ptr + row * scratch_stride
+        param, keep_all = _row_parameter(param_ptr, param_stride, param_value, row, vocab, TOP_P, PER_ROW)
+        if (LEVEL == 0) | (not keep_all):
+            prefix = _load_state(state, _PREFIX)
+            tallies = state + _STATE_SLOTS + c * SLOTS
+            extra = tl.zeros((), tl.float32)
+            if keep_all:
+                extra = _range_total(row_ptr, probs_stride_v, begin, end, BLOCK_V)
+            elif TOP_P:
+                masses = _mass_pass(
+                    row_ptr, probs_stride_v, begin, end, prefix, HIGH, SHIFT, BLOCK_R, _UNROLL
+                )
+                tl.store(tallies + digit_values, masses.to(tl.int32, bitcast=True))
+            else:
+                counts, extra = _count_pass(row_ptr, probs_stride_v, begin, end, prefix, HIGH, SHIFT, BLOCK_V)
+                tl.store(tallies + digit_values, counts)
+            _store_state_float(tallies, SLOTS - 1, extra)
+            # Every thread's tallies are stored before the arrival that publishes them.
+            tl.debug_barrier()
+            arrived = tl.atomic_add(state + _ARRIVALS, 1, sem="acq_rel")
+            if arrived == (LEVEL + 1) * num_chunks - 1:
+                _finish_digit(
+                    state, param, keep_all, prefix, num_chunks, TOP_P, LEVEL, HIGH, SHIFT, NUM_DIGITS, SLOTS,
+                    CHUNKS,
+                )  # fmt: skip
+
+
+@triton.jit
+def _finish_digit(
+    state, param, keep_all, prefix, num_chunks, TOP_P: tl.constexpr, LEVEL: tl.constexpr, HIGH: tl.constexpr,
+    SHIFT: tl.constexpr, NUM_DIGITS: tl.constexpr, SLOTS: tl.constexpr, CHUNKS: tl.constexpr,
+):  # fmt: skip
+    """The row's chunks' tallies added in chunk order, the row's next digit stored (and, after the
+    last digit or for a row that keeps everything, tau's key and the kept mass)."""
+    chunk_slots = tl.arange(0, CHUNKS)
+    in_row = chunk_slots < num_chunks
+    firsts = state + _STATE_SLOTS + chunk_slots * SLOTS
+    extra = tl.sum(
+        tl.load(firsts + SLOTS - 1, mask=in_row, other=0, cache_modifier=".cg").to(tl.float32, bitcast=True),
+        0,
+    )
+    cells = tl.load(
+        firsts[:, None] + tl.arange(0, NUM_DIGITS)[None, :],
+        mask=in_row[:, None],
+        other=0,
+        cache_modifier=".cg",
+    )
+    tau_key = tl.zeros((), tl.int32) + _KEY_MIN
+    kept_mass = extra  # a row that keeps everything: its total
+    if not keep_all:
+        if TOP_P:
+            masses = tl.sum(cells.to(tl.float32, bitcast=True), 0)
+            if LEVEL == 0:
+                _store_state_float(state, _TARGET, param * tl.sum(masses, 0))
+            prefix, mass_above, kept_mass = _top_p_select(
+                masses,
+                prefix,
+                _load_state_float(state, _MASS_ABOVE),
+                _load_state_float(state, _TARGET),
+                SHIFT,
+            )
+            _store_state_float(state, _MASS_ABOVE, mass_above)
+        else:
+            prefix, count_above, kept_mass = _top_k_select(
+                tl.sum(cells, 0),
+                extra,
+                prefix,
+                _load_state(state, _COUNT_ABOVE).to(tl.int64),
+                param,
+                HIGH,
+                SHIFT,
+            )
+            tl.store(state + _COUNT_ABOVE, count_above.to(tl.int32))
+        tl.store(state + _PREFIX, prefix)
+        tau_key = prefix
+    if keep_all | (SHIFT == 0):
+        tl.store(state + _TAU_KEY, tau_key)
+        _store_state_float(state, _KEPT_MASS, kept_mass)
+
+
+@kernel
+@triton.jit
+def _renorm_write_kernel(
+    probs_ptr, probs_stride_b, probs_stride_v,
+    out_ptr, out_stride_b, out_stride_v,
+    scratch_ptr, scratch_stride, batch, vocab, chunk,
+    BLOCK_V: tl.constexpr,
+):  # fmt: skip
+    """Program (c, q) writes chunk c of rows q, q + grid, ... from the row's tau and kept mass."""
+    begin = tl.program_id(0) * chunk
+    end = tl.minimum(begin + chunk, vocab)
+    for program_row in range(tl.program_id(1), batch, tl.num_programs(1)):
+        row = tl.zeros((), tl.int64) + program_row
+        state = scratch_ptr + row * scratch_stride
+        _write_range(
+            probs_ptr + row * probs_stride_b, probs_stride_v, out_ptr + row * out_stride_b, out_stride_v,
+            begin, end, _load_state(state, _TAU_KEY), _load_state_float(state, _KEPT_MASS), BLOCK_V,
+        )  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------------
+# Launchers
+
+
+@functools.lru_cache(maxsize=1024)
+def _plan(config: LaunchConfig, batch: int, vocab: int) -> tuple[int, int, int]:
+    """(lanes per tile, warps, lanes of a row per program). Enough rows to fill the device: one
+    program per row walking it in the row tile. Fewer: each row in chunks of whole copy tiles, about
+    ``config.row_programs`` programs in all (a row in one chunk takes the one-program kernel)."""
+    if batch >= config.row_programs:
+        block_v = min(next_power_of_2(config.row_block_bytes // 4), next_power_of_2(vocab))
+        return block_v, warps(block_v, 4, config.warp_size, config.row_num_warps), vocab
+    block_v = min(next_power_of_2(config.copy_block_bytes // 4), next_power_of_2(vocab))
+    chunks_per_row = max(cdiv(config.row_programs, batch), 1)
+    chunk = cdiv(cdiv(vocab, chunks_per_row), block_v) * block_v
+    return block_v, warps(block_v, 4, config.warp_size, config.copy_num_warps), min(chunk, vocab)
 
 
 def _launch(
@@ -239,14 +453,31 @@ def _launch(
     batch, vocab = probs.shape
     if batch == 0:
         return
-    block_v = min(next_power_of_2(config.row_block_bytes // 4), next_power_of_2(vocab))
-    _renorm_kernel[(min(batch, config.max_grid),)](
-        probs, *probs.stride(), out, *out.stride(),
-        param, 0 if param is None else param.stride(0), param_value,
-        batch, vocab,
-        TOP_P=top_p, PER_ROW=param is not None, BLOCK_V=block_v,
-        BLOCK_R=max(block_v >> _MASS_DIGIT_BITS, 1), COUNT_DIGIT=_COUNT_DIGIT_BITS, MASS_DIGIT=_MASS_DIGIT_BITS,
-        num_warps=warps(block_v, 4, config.warp_size, config.row_num_warps),
+    block_v, num_warps, chunk = _plan(config, batch, vocab)
+    param_args = (param, 0 if param is None else param.stride(0), param_value)
+    if chunk >= vocab:
+        digit = _ROW_DIGIT_BITS[top_p]
+        _renorm_rows_kernel[(min(batch, config.max_grid),)](
+            probs, *probs.stride(), out, *out.stride(), *param_args, batch, vocab,
+            TOP_P=top_p, PER_ROW=param is not None, BLOCK_V=block_v, BLOCK_R=max(block_v >> digit, 1),
+            DIGIT=digit, num_warps=num_warps,
+        )  # fmt: skip
+        return
+    digit = _SPLIT_DIGIT_BITS[top_p]
+    num_chunks = cdiv(vocab, chunk)
+    scratch = torch.zeros(
+        (batch, _STATE_SLOTS.value + num_chunks * ((1 << digit) + 1)), dtype=torch.int32, device=probs.device
+    )
+    grid = (num_chunks, min(batch, config.max_grid))
+    for level in range(cdiv(31, digit)):
+        _renorm_digit_kernel[grid](
+            probs, *probs.stride(), *param_args, scratch, scratch.stride(0), batch, vocab, chunk, num_chunks,
+            TOP_P=top_p, PER_ROW=param is not None, LEVEL=level, DIGIT=digit, CHUNKS=next_power_of_2(num_chunks),
+            BLOCK_V=block_v, BLOCK_R=max(block_v >> digit, 1), num_warps=num_warps,
+        )  # fmt: skip
+    _renorm_write_kernel[grid](
+        probs, *probs.stride(), out, *out.stride(), scratch, scratch.stride(0), batch, vocab, chunk,
+        BLOCK_V=block_v, num_warps=num_warps,
     )  # fmt: skip
 
 
