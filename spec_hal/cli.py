@@ -240,8 +240,10 @@ def _cmd_bench(args: argparse.Namespace) -> int:
                 "--sweep times launch configurations only: --plot and --host-profile do not apply"
             )
         return _cmd_bench_sweep(args, ops)
-    if args.sweep_kib is not None or args.sweep_warps is not None:
-        raise SpecHalError("--sweep-kib and --sweep-warps choose the candidates of --sweep")
+    if any(v is not None for v in (args.sweep_kib, args.sweep_warps, args.sweep_row_programs)):
+        raise SpecHalError(
+            "--sweep-kib, --sweep-warps and --sweep-row-programs choose the candidates of --sweep"
+        )
     if args.plot:
         _require_matplotlib()
     descriptor = _usable(args.device)
@@ -290,7 +292,12 @@ def _cmd_bench_sweep(args: argparse.Namespace, ops: set[str] | None) -> int:
 
     descriptor = _usable(args.device)
     rows = sweep.run(
-        descriptor.name, ops, args.sweep_kib, args.sweep_warps, emit=lambda line: print(line, flush=True)
+        descriptor.name,
+        ops,
+        args.sweep_kib,
+        args.sweep_warps,
+        emit=lambda line: print(line, flush=True),
+        programs=args.sweep_row_programs,
     )
     if args.json:
         data = {
@@ -396,7 +403,7 @@ def _positive(text: str) -> int:
 
 
 def _counts(text: str) -> list[int]:
-    """argparse type of ``--sweep-kib`` / ``--sweep-warps``: positive integers, comma-separated."""
+    """argparse type of the ``--sweep-*`` candidate lists: positive integers, comma-separated."""
     from .bench.sweep import parse_counts
 
     try:
@@ -480,6 +487,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=_counts,
         metavar="LIST",
         help="with --sweep: copy warp counts, comma-separated (default: $SWEEP_WARPS, else 4,8)",
+    )
+    bench.add_argument(
+        "--sweep-row-programs",
+        type=_counts,
+        metavar="LIST",
+        help="with --sweep: row_programs values (below that many rows the renormalisation splits rows "
+        "into chunks), comma-separated (default: $SWEEP_ROW_PROGRAMS, else the vendor's own)",
     )
     bench.set_defaults(run=_cmd_bench)
 

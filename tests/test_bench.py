@@ -110,6 +110,7 @@ class _Config:  # stands in for kernels.triton.config.LaunchConfig (which needs 
     num_warps: int = 4
     copy_num_warps: int = 4
     copy_block_bytes: int = 8192
+    row_programs: int = 256
 
 
 def test_sweep_candidates_cross_tile_sizes_with_warp_counts():
@@ -124,7 +125,25 @@ def test_sweep_candidates_cross_tile_sizes_with_warp_counts():
         (32768, 4),
         (32768, 8),
     ]
-    assert all(c.num_warps == 2 for c in found)  # only the copy parameters change
+    assert all(c.num_warps == 2 and c.row_programs == 256 for c in found)  # only the copy parameters change
+
+
+def test_sweep_candidates_cross_row_programs_when_asked():
+    from spec_hal.bench.sweep import candidates, row_programs
+
+    found = candidates(_Config("hopper"), [8], [4, 8], [128, 1024])
+    assert [c.name for c in found] == [
+        "copy8k-w4-rp128",
+        "copy8k-w4-rp1024",
+        "copy8k-w8-rp128",
+        "copy8k-w8-rp1024",
+    ]
+    assert [(c.copy_num_warps, c.row_programs) for c in found] == [(4, 128), (4, 1024), (8, 128), (8, 1024)]
+    assert row_programs(None, {}) is None  # the vendor's own only
+    assert row_programs(None, {"SWEEP_ROW_PROGRAMS": "64,512"}) == [64, 512]
+    assert row_programs([32], {"SWEEP_ROW_PROGRAMS": "64"}) == [32]
+    with pytest.raises(SpecHalError, match="SWEEP_ROW_PROGRAMS='0'"):
+        row_programs(None, {"SWEEP_ROW_PROGRAMS": "0"})
 
 
 def test_sweep_counts_come_from_the_option_then_the_environment_then_the_defaults():
@@ -143,7 +162,7 @@ def test_sweep_counts_come_from_the_option_then_the_environment_then_the_default
 
 
 def test_sweep_ops_are_the_copy_bound_and_vocabulary_triton_ops():
-    from spec_hal.bench import LARGE_SIZES, builders
+    from spec_hal.bench import LARGE_SIZES, VOCABULARY_OPS, builders
     from spec_hal.bench.sweep import SWEEP_OPS, sizes_of, sweep_ops
 
     assert sweep_ops(None) == list(SWEEP_OPS)
@@ -156,8 +175,10 @@ def test_sweep_ops_are_the_copy_bound_and_vocabulary_triton_ops():
     known = builders()
     for op in SWEEP_OPS:
         assert op in known, f"no inputs to sweep {op} with"
-        assert sizes_of(op) == LARGE_SIZES.get(op, [{"bs": 64}, {"bs": 512}])
-    assert sizes_of("fast_topk") == LARGE_SIZES["fast_topk"]  # an op with large sizes sweeps at those
+        small = [{"bs": 1}, {"bs": 64}] if op in VOCABULARY_OPS else []
+        assert sizes_of(op) == small + LARGE_SIZES.get(op, [{"bs": 64}, {"bs": 512}])
+    # a vocabulary op sweeps its large sizes and the batches its rows alone do not fill the device at
+    assert sizes_of("fast_topk") == [{"bs": 1}, {"bs": 64}, *LARGE_SIZES["fast_topk"]]
 
 
 def test_every_swept_op_has_a_triton_launcher():

@@ -327,6 +327,7 @@ def test_bench_options_default_to_the_plain_bench():
 
     args = build_parser().parse_args(["bench"])
     assert not args.sweep and args.sweep_kib is None and args.sweep_warps is None
+    assert args.sweep_row_programs is None
     assert args.host_profile is None and args.sizes == "quick"
 
 
@@ -338,6 +339,10 @@ def test_sweep_and_host_profile_options_parse():
         ["bench", "--sweep", "--sweep-kib", "4, 64,4", "--sweep-warps", "2", "--ops", "x"]
     )
     assert args.sweep and args.sweep_kib == [4, 64] and args.sweep_warps == [2] and args.ops == "x"
+    assert parser.parse_args(["bench", "--sweep", "--sweep-row-programs", "64,1024"]).sweep_row_programs == [
+        64,
+        1024,
+    ]
     assert parser.parse_args(["bench", "--host-profile"]).host_profile == 64
     assert parser.parse_args(["bench", "--host-profile", "8"]).host_profile == 8
 
@@ -348,6 +353,7 @@ def test_sweep_and_host_profile_options_parse():
         ["bench", "--sweep", "--sweep-kib", "0"],
         ["bench", "--sweep", "--sweep-warps", "four"],
         ["bench", "--sweep", "--sweep-kib", ","],
+        ["bench", "--sweep", "--sweep-row-programs", "-8"],
         ["bench", "--host-profile", "-1"],
     ],
 )
@@ -368,7 +374,8 @@ def test_bad_bench_options_are_usage_errors(argv, capsys):
             ["--sweep", "--ops", "fill_bonus_tokens"],
             "--sweep cannot time fill_bonus_tokens: it sweeps the copy-bound and vocabulary Triton ops",
         ),
-        (["--sweep-kib", "4"], "--sweep-kib and --sweep-warps choose the candidates of --sweep"),
+        (["--sweep-kib", "4"], "--sweep-kib, --sweep-warps and --sweep-row-programs choose the candidates"),
+        (["--sweep-row-programs", "64"], "--sweep-row-programs choose the candidates of --sweep"),
         (["--sweep", "--plot", "x.png"], "--plot and --host-profile do not apply"),
     ],
 )

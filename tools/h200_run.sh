@@ -6,8 +6,9 @@
 # next call can carry back (as .cache/triton.tgz) to skip recompiling. Later issues extend this
 # script, not copy it.
 #
-# Stages: CHECK_TIMEOUT, BENCH_TIMEOUT and DEMO_TIMEOUT bound the conformance suite, the bench and
-# the demo (seconds); 0 skips that stage. A full-size bench takes longer than fits beside the
+# Stages: CHECK_TIMEOUT, BENCH_TIMEOUT, SWEEP_TIMEOUT and DEMO_TIMEOUT bound the conformance suite,
+# the bench, the launch-configuration sweep (off unless set) and the demo (seconds); 0 skips that
+# stage. A full-size bench takes longer than fits beside the
 # conformance suite in one call: run them in two calls (CHECK_TIMEOUT=0 BENCH_TIMEOUT=540 for the
 # bench).
 #
@@ -51,6 +52,13 @@ if [ "${BENCH_TIMEOUT:-200}" != 0 ]; then
     timeout "${BENCH_TIMEOUT:-200}" python3 -m spec_hal bench --device cuda --sizes "${BENCH_SIZES:-full}" \
         --json "$OUT/bench-h200.json" --plot "$OUT/bench-h200.png" 2>"$OUT/bench.err" | tee "$OUT/bench.log" | tail -80
     tail -5 "$OUT/bench.err"
+fi
+
+if [ "${SWEEP_TIMEOUT:-0}" != 0 ]; then
+    # Launch-configuration sweep (SWEEP_OPS, SWEEP_KIB, SWEEP_WARPS, SWEEP_ROW_PROGRAMS choose it).
+    step sweep
+    timeout "$SWEEP_TIMEOUT" python3 -m spec_hal bench --sweep --device cuda ${SWEEP_OPS:+--ops "$SWEEP_OPS"} \
+        --json "$OUT/sweep-h200.json" 2>&1 | tee "$OUT/sweep.log" | tail -80
 fi
 
 if [ "${DEMO_TIMEOUT:-150}" != 0 ]; then

@@ -9,7 +9,9 @@ docs come from ``spec-hal bench`` itself. The vendor's configuration is register
 sweep ends.
 
 Candidates: ``--sweep-kib`` / ``--sweep-warps`` (comma-separated), defaulting to the environment
-variables ``SWEEP_KIB`` / ``SWEEP_WARPS``, else :data:`DEFAULT_KIB` / :data:`DEFAULT_WARPS`.
+variables ``SWEEP_KIB`` / ``SWEEP_WARPS``, else :data:`DEFAULT_KIB` / :data:`DEFAULT_WARPS`; and
+``--sweep-row-programs`` (``SWEEP_ROW_PROGRAMS``, else the vendor's own ``row_programs``): below that
+many rows the renormalisation splits rows into chunks of the copy tile.
 """
 
 from __future__ import annotations
@@ -93,14 +95,35 @@ def warp_counts(given: list[int] | None = None, environ: Mapping[str, str] | Non
     return _chosen(given, "SWEEP_WARPS", DEFAULT_WARPS, environ)
 
 
-def candidates(base: Any, kib: Iterable[int], warps: Iterable[int]) -> list[Any]:
+def row_programs(
+    given: list[int] | None = None, environ: Mapping[str, str] | None = None
+) -> list[int] | None:
+    """The ``row_programs`` to try: ``given`` (``--sweep-row-programs``), else ``SWEEP_ROW_PROGRAMS``,
+    else None (the vendor's own only)."""
+    if given is None and not (os.environ if environ is None else environ).get("SWEEP_ROW_PROGRAMS"):
+        return None
+    return _chosen(given, "SWEEP_ROW_PROGRAMS", "", environ)
+
+
+def candidates(
+    base: Any, kib: Iterable[int], warps: Iterable[int], programs: Iterable[int] | None = None
+) -> list[Any]:
     """``base`` (a LaunchConfig) with each tile size (KiB) x warp count of the copies, named
-    ``copy<kib>k-w<warps>``; tile sizes outer, in the order given."""
+    ``copy<kib>k-w<warps>``, and with ``programs`` each ``row_programs`` of them too (``-rp<n>``);
+    tile sizes outer, in the order given."""
     warps = list(warps)
+    programs = [None] if programs is None else list(programs)
     return [
-        dataclasses.replace(base, name=f"copy{k}k-w{w}", copy_block_bytes=k << 10, copy_num_warps=w)
+        dataclasses.replace(
+            base,
+            name=f"copy{k}k-w{w}" + ("" if p is None else f"-rp{p}"),
+            copy_block_bytes=k << 10,
+            copy_num_warps=w,
+            row_programs=base.row_programs if p is None else p,
+        )
         for k in kib
         for w in warps
+        for p in programs
     ]
 
 
@@ -120,13 +143,16 @@ def sweep_ops(requested: Iterable[str] | None) -> list[str]:
 
 
 def sizes_of(op: str) -> list[dict[str, Any]]:
-    """The sizes an op is swept at: the bench's large sizes of the op, else bs 64 and 512."""
-    return LARGE_SIZES.get(op) or DEFAULT_SWEEP_SIZES
+    """The sizes an op is swept at: the bench's large sizes of the op (a vocabulary op also at bs 1
+    and 64 of the typical vocabulary, where its rows alone do not fill the device), else bs 64 and
+    512."""
+    small_batches = [{"bs": 1}, {"bs": 64}] if op in VOCABULARY_OPS else []
+    return [*small_batches, *(LARGE_SIZES.get(op) or DEFAULT_SWEEP_SIZES)]
 
 
 def format_line(row: dict[str, Any]) -> str:
     return (
-        f"{row['op']:40s} {row['config']:14s} {row['size']:40s} {row['graph_us']:9.2f} us "
+        f"{row['op']:40s} {row['config']:20s} {row['size']:40s} {row['graph_us']:9.2f} us "
         f"{row['gbs']:8.0f} GB/s"
     )
 
@@ -145,13 +171,16 @@ def run(
     kib: Iterable[int] | None = None,
     warps: Iterable[int] | None = None,
     emit: Callable[[str], None] | None = None,
+    programs: Iterable[int] | None = None,
 ) -> list[dict[str, Any]]:
     """Time each op's Triton provider under each launch configuration (tile sizes ``kib`` x warp
-    counts ``warps``, by default :func:`tile_kib` / :func:`warp_counts`); ``emit`` receives each
-    result line as it is measured. Returns one row per (op, configuration, size)."""
+    counts ``warps`` x ``programs`` row programs, by default :func:`tile_kib` / :func:`warp_counts` /
+    :func:`row_programs`); ``emit`` receives each result line as it is measured. Returns one row per
+    (op, configuration, size)."""
     names = sweep_ops(ops)
     kib = tile_kib(None if kib is None else list(kib))
     warps = warp_counts(None if warps is None else list(warps))
+    programs = row_programs(None if programs is None else list(programs))
     descriptor = registry.device(device_name) if device_name else registry.current_device()
     device = torch_device_of(descriptor)
     if device.type == "cpu":
@@ -162,7 +191,7 @@ def run(
     if base is None:
         raise SpecHalError(f"--sweep times the Triton family's launchers; {descriptor.name} does not bind it")
     registry.REGISTRY.load_bindings(descriptor)  # bound now, so that the family binding comes first
-    configs: list[Any] = [base, *candidates(base, kib, warps)]
+    configs: list[Any] = [base, *candidates(base, kib, warps, programs)]
     all_builders = builders()
     rows: list[dict[str, Any]] = []
     with device_context(descriptor):
@@ -182,6 +211,7 @@ def run(
                                 "config": config.name,
                                 "copy_block_bytes": config.copy_block_bytes,
                                 "copy_num_warps": config.copy_num_warps,
+                                "row_programs": config.row_programs,
                                 "size": _size_label(s),
                                 "graph_us": round(us, 2),
                                 "gbs": round(bytes_moved(op, kwargs) / us / 1e3, 1),
@@ -200,6 +230,7 @@ __all__ = [
     "SWEEP_OPS",
     "candidates",
     "parse_counts",
+    "row_programs",
     "run",
     "sweep_ops",
     "tile_kib",
