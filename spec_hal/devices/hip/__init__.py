@@ -27,8 +27,9 @@ def probe(facts: HostFacts) -> ProbeResult:
 
 
 #: Wavefronts of 64 lanes (CDNA); block and warp counts for MI200/MI300, untuned without hardware.
+#: A row-walking program keeps 512 threads (8 wavefronts), as many as NVIDIA's 16 warps of 32.
 TRITON_CONFIG = LaunchConfig(
-    "cdna", num_warps=4, warp_size=64, block=1024, copy_num_warps=8, copy_block_bytes=8192
+    "cdna", num_warps=4, warp_size=64, block=1024, copy_num_warps=8, copy_block_bytes=8192, row_num_warps=8
 )
 
 DESCRIPTOR = DeviceDescriptor(

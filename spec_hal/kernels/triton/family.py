@@ -32,8 +32,8 @@ _SLOWER_AT_DECODE_SIZES = (
     "its Triton launcher is slower than torch at bs <= 64 in the H200 bench (docs/performance.md)"
 )
 _RENORM_SLOWER = (
-    "its Triton launcher (one program per row, several passes) is slower than torch's sort at bs <= 64 "
-    "and at a 128k vocabulary in the H200 bench (docs/performance.md)"
+    "its Triton launcher lost to torch's sort at bs <= 64 and for top-p at a 128k vocabulary in the H200 "
+    "runs (docs/performance.md); its row-splitting launch for few rows is not yet timed on hardware"
 )
 LEFT_TO_TORCH: dict[str, str] = {
     "fast_sample": _SLOWER_AT_DECODE_SIZES,
