@@ -179,6 +179,17 @@ def test_a_compile_error_is_a_failed_row_with_the_compilers_message(configs):
     assert "power of 2" in row["error"]
 
 
+def test_a_long_compile_error_keeps_its_cause():
+    """Triton prints the source excerpt first and the cause last: the report keeps both ends."""
+    source = "\n".join(f"    line {i} of the kernel" for i in range(30))
+    text = f"CompilationError: at 26:30:\n{source}\nNameError('Cannot access global variable _SLOTS')"
+    excerpt = aot._error_excerpt(text)
+    assert excerpt.startswith("CompilationError: at 26:30:")
+    assert excerpt.endswith("NameError('Cannot access global variable _SLOTS')")
+    assert len(excerpt.splitlines()) == 12
+    assert aot._error_excerpt("one line") == "one line"
+
+
 def test_plan_names_the_vendors_that_cannot_be_compiled_and_why():
     pytest.importorskip("triton")
     configs, targets, not_compiled = aot.plan(["musa", "npu", "hip"], ["gfx942", "sm_90"])
