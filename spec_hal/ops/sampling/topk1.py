@@ -309,18 +309,16 @@ def target_verify_topk1_postprocess(
         )
         if use_real_draft_tokens:
             check_fits_int32("candidates", candidates[:, 1:num_simulated_accept_tokens])
+    nodes = batch * draft_token_num
     specs: list[OutputSpec | None] = [
-        (f"out.{name}", shape, dtype)
-        for name, shape, dtype in (
-            ("predicts", (batch * draft_token_num,), torch.int32),
-            ("num_correct_drafts", (batch,), torch.int32),
-            ("accept_lens", (batch,), torch.int32),
-            ("accept_index", (batch, draft_token_num), torch.int32),
-            ("bonus_tokens", (batch,), torch.int32),
-            ("new_seq_lens", (batch,), torch.int64),
-            ("select_index", (batch,), torch.int64),
-            ("draft_tokens", (batch * draft_token_num,), torch.int64),
-        )
+        ("out.predicts", (nodes,), torch.int32),
+        ("out.num_correct_drafts", (batch,), torch.int32),
+        ("out.accept_lens", (batch,), torch.int32),
+        ("out.accept_index", (batch, draft_token_num), torch.int32),
+        ("out.bonus_tokens", (batch,), torch.int32),
+        ("out.new_seq_lens", (batch,), torch.int64),
+        ("out.select_index", (batch,), torch.int64),
+        ("out.draft_tokens", (nodes,), torch.int64),
     ]
     result = TargetVerifyTopk1Output(*outputs(out, specs, device))  # type: ignore[arg-type]
     if batch > 0:
