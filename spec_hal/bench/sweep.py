@@ -112,18 +112,19 @@ def candidates(
     ``copy<kib>k-w<warps>``, and with ``programs`` each ``row_programs`` of them too (``-rp<n>``);
     tile sizes outer, in the order given."""
     warps = list(warps)
-    programs = [None] if programs is None else list(programs)
+    suffixed = programs is not None
+    counts = list(programs) if programs is not None else [base.row_programs]
     return [
         dataclasses.replace(
             base,
-            name=f"copy{k}k-w{w}" + ("" if p is None else f"-rp{p}"),
+            name=f"copy{k}k-w{w}" + (f"-rp{p}" if suffixed else ""),
             copy_block_bytes=k << 10,
             copy_num_warps=w,
-            row_programs=base.row_programs if p is None else p,
+            row_programs=p,
         )
         for k in kib
         for w in warps
-        for p in programs
+        for p in counts
     ]
 
 

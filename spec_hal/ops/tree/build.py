@@ -185,6 +185,7 @@ def _build_tree_kernel_efficient_reference(
     bs, num_nodes = retrieve_index.shape
     device = retrieve_index.device
     if flat_tokens is not None:  # verified_id and draft_tokens come with it
+        assert verified_id is not None and draft_tokens is not None
         tokens = flat_tokens.view(bs, num_nodes)
         tokens[:, 0] = verified_id
         tokens[:, 1:] = draft_tokens
