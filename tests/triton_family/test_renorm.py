@@ -134,3 +134,38 @@ def test_both_shapes_agree_with_the_reference(op, rows, config):
         parameter = torch.tensor([0.25, 1.0, 0.5, 0.9, 0.984375])
     args = [kwargs["probs"], parameter, 0 if op == K else 1.0, kwargs["out"]]
     assert_providers_agree(op, provider(op, config), args)
+
+
+@pytest.mark.parametrize("config", [ONE_PROGRAM_PER_ROW, SPLIT_ROWS], ids=["per_row", "split"])
+def test_a_top_p_target_that_rounds_to_zero_keeps_the_row_maximum(config):
+    """``top_p * total`` below float32's range: the smallest kept prefix is the maximum alone (a
+    target of 0 held at every digit and kept nothing). Scalar tiny top_p values too."""
+    probs = torch.tensor([[1e-38, 5e-39, 0.0, 1e-39], [0.0, 2e-39, 3e-39, 0.0]])
+    assert_providers_agree(
+        P, provider(P, config), [probs, torch.tensor([1e-8, 1e-30]), 1.0, torch.empty(2, 4)]
+    )
+    for tiny in (1e-40, 1e-46):  # below float32's normal range, and below its smallest value
+        assert_providers_agree(P, provider(P, config), [probs, None, tiny, torch.empty(2, 4)])
+    out = torch.empty(2, 4)
+    provider(P, config)(probs, None, 1e-46, out)
+    assert out.tolist() == [[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0]]
+
+
+@pytest.mark.parametrize("config", [ONE_PROGRAM_PER_ROW, SPLIT_ROWS], ids=["per_row", "split"])
+@pytest.mark.parametrize("op", OPS)
+def test_negative_zeros_are_zeros(op, config):
+    """-0.0 is a probability of 0: counted as one, and kept with its sign like the reference's
+    ``p / sum`` (its bits read as a key are the most negative one)."""
+    probs = torch.tensor([[0.5, -0.0, -0.0, 0.25, -0.0, 0.0] * 2])
+    parameter = torch.tensor([8]) if op == K else torch.tensor([1.0 - 2**-20])
+    want = torch.empty_like(probs)
+    renorm_kernels_reference(op)(probs, parameter, 0 if op == K else 1.0, want)
+    got = torch.empty_like(probs)
+    provider(op, config)(probs, parameter, 0 if op == K else 1.0, got)
+    assert torch.equal(got, want) and torch.equal(torch.signbit(got), torch.signbit(want))
+
+
+def renorm_kernels_reference(op):
+    from spec_hal import registry
+
+    return registry.ops()[op].reference

@@ -297,6 +297,10 @@ def _golden_cases() -> list[Case]:
         ),  # fmt: skip
         # Sums are relative to the row total (rows need not sum to 1): target 0.5 * 8 = 4.
         _golden(p, "unnormalised", [[1.0, 4.0, 2.0, 1.0]], [0.5], [[0.0, 1.0, 0.0, 0.0]]),
+        # top_p * total rounds to 0 in float32: the smallest prefix reaching it is the maximum.
+        _golden(p, "target_rounds_to_zero", [[1e-30, 5e-31, 0.0, 1e-31]], [1e-16], [[1.0, 0.0, 0.0, 0.0]]),
+        # -0.0 is a probability of 0: with k above the positive values, tau is 0 and they are kept.
+        _golden(k, "negative_zeros", [[0.5, -0.0, 0.25, 0.0]], [3], [[2 / 3, -0.0, 1 / 3, 0.0]]),
     ]
 
 

@@ -72,7 +72,8 @@ def _load_row_block(row_ptr, stride_v, start, end, BLOCK: tl.constexpr):
     offsets = start + tl.arange(0, BLOCK)
     inside = offsets < end
     values = tl.load(row_ptr + offsets.to(tl.int64) * stride_v, mask=inside, other=0.0)
-    return offsets, inside, values, values.to(tl.int32, bitcast=True)
+    # -0.0 is a probability of 0: its bits would be the most negative key.
+    return offsets, inside, values, tl.where(values == 0.0, 0, values.to(tl.int32, bitcast=True))
 
 
 @triton.jit
@@ -128,12 +129,13 @@ def _mass_pass(
 
 @triton.jit
 def _highest_holding(tallies, above, needed):
-    """(the highest digit d where ``above`` + the tallies of digits >= d reach ``needed``, 0 where
-    none does (the condition holds at the bracket's lower edge: float32 sums may say otherwise);
-    the tallies of the digits above d, summed)."""
+    """(the highest digit d where ``above`` + the tallies of digits >= d reach ``needed`` and are
+    not 0, 0 where none does (the condition holds at the bracket's lower edge: float32 sums may say
+    otherwise); the tallies of the digits above d, summed). Not 0: a top-p target that rounds to 0
+    would hold above the row's maximum and keep nothing."""
     digit_values = tl.arange(0, tallies.shape[0])
-    at_or_above = tl.cumsum(tallies, 0, reverse=True)
-    chosen = tl.max(tl.where(above + at_or_above >= needed, digit_values, 0), 0)
+    reached = above + tl.cumsum(tallies, 0, reverse=True)
+    chosen = tl.max(tl.where((reached >= needed) & (reached > 0), digit_values, 0), 0)
     return chosen, tl.sum(tl.where(digit_values > chosen, tallies, 0), 0)
 
 
@@ -176,7 +178,8 @@ def _row_parameter(
     else:
         param = param_value
     if TOP_P:
-        top_p = tl.zeros((), tl.float32) + param
+        # A float32 whatever the argument's type (the interpreter may pass a tiny float as float64).
+        top_p = (tl.zeros((), tl.float32) + param).to(tl.float32)
         return top_p, top_p >= 1.0
     k = tl.zeros((), tl.int64) + param
     return k, (k <= 0) | (k >= vocab)
