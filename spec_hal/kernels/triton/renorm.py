@@ -472,12 +472,16 @@ def _launch(
         (batch, _STATE_SLOTS.value + num_chunks * ((1 << digit) + 1)), dtype=torch.int32, device=probs.device
     )
     grid = (num_chunks, min(batch, config.max_grid))
-    for level in range(cdiv(31, digit)):
-        _renorm_digit_kernel[grid](
-            probs, *probs.stride(), *param_args, scratch, scratch.stride(0), batch, vocab, chunk, num_chunks,
-            TOP_P=top_p, PER_ROW=param is not None, LEVEL=level, DIGIT=digit, CHUNKS=next_power_of_2(num_chunks),
-            BLOCK_V=block_v, BLOCK_R=max(block_v >> digit, 1), num_warps=num_warps,
-        )  # fmt: skip
+    # The same arguments at every digit but LEVEL.
+    digit_args = (
+        probs, *probs.stride(), *param_args, scratch, scratch.stride(0), batch, vocab, chunk, num_chunks,
+    )  # fmt: skip
+    digit_constexprs = {
+        "TOP_P": top_p, "PER_ROW": param is not None, "DIGIT": digit, "CHUNKS": next_power_of_2(num_chunks),
+        "BLOCK_V": block_v, "BLOCK_R": max(block_v >> digit, 1), "num_warps": num_warps,
+    }  # fmt: skip
+    for level in range(cdiv(_KEY_BITS.value, digit)):
+        _renorm_digit_kernel[grid](*digit_args, LEVEL=level, **digit_constexprs)
     _renorm_write_kernel[grid](
         probs, *probs.stride(), out, *out.stride(), scratch, scratch.stride(0), batch, vocab, chunk,
         BLOCK_V=block_v, num_warps=num_warps,
