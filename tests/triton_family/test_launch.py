@@ -106,28 +106,50 @@ def test_each_new_key_goes_through_triton_once(fake_runtime):
     assert len(jit.jit_launches) == len(calls)
 
 
-def test_arguments_of_another_kind_take_tritons_path(fake_runtime):
+def test_each_signature_is_planned_on_its_own(fake_runtime):
     jit = FakeJit()
     kernel = Kernel(jit)
     table = torch.arange(8, dtype=torch.int32)
-    kernel[(1,)](table, 3, 0.5, BLOCK=64)  # kinds: tensor, int, float
-    launches = len(jit.jit_launches)
-    odd = [
-        (table, 3.0, 0.5),  # a float where an int was
-        (table, None, 0.5),
-        (3, 3, 0.5),  # an int where a tensor was
-        (table, table.float(), 0.5),  # a tensor where an int was
-        (table, 3),  # another count
+    signatures = [
+        ((table, 3, 0.5), {"BLOCK": 64}),  # kinds: tensor, int, float
+        ((table, 3, 0.5), {"BLOCK": 64, "num_warps": 4}),  # other keywords
+        ((table, 3.0, 0.5), {"BLOCK": 64}),  # a float where an int was
+        ((table, None, 0.5), {"BLOCK": 64}),  # None where an int was
     ]
-    kernel[(1,)](table, 3, 0.5, BLOCK=64, num_warps=4)  # other keywords
-    kernel[(1,)](table, 3, 0.5, BLOCK=64, num_warps=4)
-    launches += 2
-    for args in odd:
+    for args, kwargs in signatures:  # each goes through Triton once, then takes its plan
+        for _ in range(3):
+            kernel[(1,)](*args, **kwargs)
+    assert len(jit.jit_launches) == len(signatures)
+    for args, kwargs in signatures:
+        kernel[(1,)](*args, **kwargs)
+    assert len(jit.jit_launches) == len(signatures)
+    # The int and the float at the same position run their own binaries, whatever the order.
+    by_label = {c.label: c for c in jit.binaries.values()}
+    int_binary, float_binary = by_label["0"], by_label["2"]
+    before = len(int_binary.launches), len(float_binary.launches)
+    kernel[(1,)](table, 3, 0.5, BLOCK=64)
+    kernel[(1,)](table, 3.0, 0.5, BLOCK=64)
+    assert (len(int_binary.launches), len(float_binary.launches)) == (before[0] + 1, before[1] + 1)
+    assert float_binary.launches[-1][10] == 3.0 and type(int_binary.launches[-1][10]) is int
+
+
+def test_signatures_stop_at_the_cap(fake_runtime):
+    jit = FakeJit()
+    kernel = Kernel(jit)
+    table = torch.arange(8, dtype=torch.int32)
+    odd = [(table, None), (3, 3), (table, 3.0), (table, 3, 0.5, 7), (table,)]  # signatures tt ii tf tifi t
+    kernel[(1,)](table, 3, BLOCK=64)
+    for args in odd[: launch.MAX_SIGNATURES - 1]:
+        kernel[(1,)](*args, BLOCK=64)
+    planned = len(jit.jit_launches)
+    assert planned == launch.MAX_SIGNATURES
+    for args in odd[launch.MAX_SIGNATURES - 1 :]:  # no room for their signatures: Triton every time
         for _ in range(2):
             kernel[(1,)](*args, BLOCK=64)
-    assert len(jit.jit_launches) == launches + 2 * len(odd)
-    kernel[(1,)](table, 3, 1, BLOCK=64)  # an int where a float was: keys as that float
-    assert len(jit.jit_launches) == launches + 2 * len(odd) + 1
+    assert len(jit.jit_launches) == planned + 2 * len(odd[launch.MAX_SIGNATURES - 1 :])
+    kernel[(1,)](table, 3, 1, BLOCK=64)  # an int where no signature has one at the end: Triton
+    kernel[(1,)](table, 3, BLOCK=64)  # the first signature still takes its plan
+    assert len(jit.jit_launches) == planned + 2 * len(odd[launch.MAX_SIGNATURES - 1 :]) + 1
 
 
 def test_plans_stop_at_the_cap(fake_runtime, monkeypatch):

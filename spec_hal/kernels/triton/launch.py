@@ -16,11 +16,15 @@ and the range), a float by its value (Triton does not look at it), every keyword
 constexprs and launch options) by name and value, and Triton's debug and instrumentation switches
 as they stand. Nothing is keyed by a tensor's identity or address.
 
+A kernel keeps one reader per **signature** (the kind of each positional argument and the keyword
+names), for up to :data:`MAX_SIGNATURES` of them: one kernel may serve call sites that pass, say,
+an int k or a float top_p at the same position. Plans are filed per signature, so a plan is only
+ever found by the reader of the signature that filed it.
+
 Launches take Triton's own path when no plan can apply: under ``TRITON_INTERPRET=1``, while a
-Triton launch hook is installed (profilers), on each new key (which then files its plan), when the
-arguments do not fit the kernel's reader (an argument of another kind at a position, or other
-keywords, than the first planned launch had) and once a kernel holds :data:`MAX_PLANS` plans
-(arguments whose values change on every call). Plans run no ``JITFunction`` pre-run hooks and skip Triton's check that the kernel's
+Triton launch hook is installed (profilers), on each new key (which then files its plan), for
+arguments that fit none of the kernel's readers once it holds :data:`MAX_SIGNATURES` of them, and
+once a kernel holds :data:`MAX_PLANS` plans (arguments whose values change on every call). Plans run no ``JITFunction`` pre-run hooks and skip Triton's check that the kernel's
 globals are unchanged: the family's kernels register none and read only constants.
 """
 
@@ -40,6 +44,8 @@ from triton.runtime import driver
 
 #: Plans one kernel keeps; launches with further keys take Triton's path.
 MAX_PLANS = 4096
+#: Argument signatures one kernel plans for; launches of further signatures take Triton's path.
+MAX_SIGNATURES = 4
 
 Reader = Callable[..., tuple[tuple[Any, ...], tuple[Any, ...]]]
 
@@ -138,13 +144,14 @@ class Kernel:
     keyword.
     """
 
-    __slots__ = ("jit", "_plans", "_reader", "_signature")
+    __slots__ = ("jit", "_plans", "_readers", "_signatures")
 
     def __init__(self, jit_fn: Any) -> None:
         self.jit = jit_fn
         self._plans: dict[Hashable, Plan] = {}
-        self._reader: Reader | None = None
-        self._signature: tuple[str, tuple[str, ...]] | None = None
+        #: (number, reader) of each signature planned for, in the order first seen.
+        self._readers: tuple[tuple[int, Reader], ...] = ()
+        self._signatures: list[tuple[str, tuple[str, ...]]] = []
 
     def __getitem__(self, grid: Sequence[int]) -> Callable[..., None]:
         # A partial, not a lambda: calling it enters run() directly, one Python frame less.
@@ -178,15 +185,17 @@ class Kernel:
     ) -> tuple[Plan, tuple[Any, ...]] | None:
         """The plan of these arguments on ``device`` and the positional values its launcher takes
         (device pointers for tensors); None where Triton's own path must launch."""
-        reader = self._reader
-        if reader is None:
-            return None
-        try:
-            key, values = reader(*args, **kwargs)
-        except Exception:  # another kind of argument somewhere, or other keywords: Triton's path
-            return None
-        plan = self._plans.get((device, knobs.runtime.debug, knobs.compilation.instrumentation_mode, key))
-        return None if plan is None else (plan, values)
+        for number, reader in self._readers:
+            try:
+                key, values = reader(*args, **kwargs)
+            except Exception:  # another kind of argument somewhere, or other keywords
+                continue
+            plan = self._plans.get(
+                (device, knobs.runtime.debug, knobs.compilation.instrumentation_mode, number, key)
+            )
+            if plan is not None:
+                return plan, values
+        return None
 
     def _launch_and_plan(
         self, device: int, grid: Sequence[int], args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -200,16 +209,20 @@ class Kernel:
         if kinds is None:
             return
         signature = (kinds, tuple(sorted(kwargs)))
-        if self._reader is None:
-            self._reader, self._signature = make_reader(*signature), signature
-        elif signature != self._signature:  # this call site passes other kinds: Triton's path
+        if signature in self._signatures:
+            number = self._signatures.index(signature)
+        elif len(self._signatures) < MAX_SIGNATURES:
+            number = len(self._signatures)
+            self._signatures.append(signature)
+            self._readers += ((number, make_reader(*signature)),)
+        else:
             return
         tail = self._constexpr_tail(device, args, kwargs)
         if tail is None:
             return
-        key, _ = self._reader(*args, **kwargs)
-        self._plans[(device, knobs.runtime.debug, knobs.compilation.instrumentation_mode, key)] = Plan(
-            compiled, tail
+        key, _ = self._readers[number][1](*args, **kwargs)
+        self._plans[(device, knobs.runtime.debug, knobs.compilation.instrumentation_mode, number, key)] = (
+            Plan(compiled, tail)
         )
 
     def _constexpr_tail(
