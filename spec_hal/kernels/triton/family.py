@@ -31,14 +31,8 @@ LAUNCHERS: dict[str, Callable[..., None]] = {
 _SLOWER_AT_DECODE_SIZES = (
     "its Triton launcher is slower than torch at bs <= 64 in the H200 bench (docs/performance.md)"
 )
-_RENORM_SLOWER = (
-    "its Triton launcher lost to torch's sort at bs <= 64 and for top-p at a 128k vocabulary in the H200 "
-    "runs (docs/performance.md); its row-splitting launch for few rows is not yet timed on hardware"
-)
 LEFT_TO_TORCH: dict[str, str] = {
     "fast_sample": _SLOWER_AT_DECODE_SIZES,
-    "top_k_renorm_prob": _RENORM_SLOWER,
-    "top_p_renorm_prob": _RENORM_SLOWER,
     "renorm_draft_probs": _SLOWER_AT_DECODE_SIZES,
     "sample_draft_proposal": _SLOWER_AT_DECODE_SIZES,
     "select_top_k_tokens": "one top-k and two gathers; the hidden-state gather is a torch copy",
