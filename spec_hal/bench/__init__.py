@@ -49,9 +49,15 @@ VOCABULARY_OPS = (
     "renorm_draft_probs",
     "sample_draft_proposal",
 )
+#: The renormalisation walks each row in one program from the vendor's ``row_programs`` rows on
+#: (below, it splits rows): a batch this large reaches that kernel on every vendor's configuration.
+_ROW_WALK_SIZES = {op: [{"bs": 1024}] for op in ("top_k_renorm_prob", "top_p_renorm_prob")}
 LARGE_SIZES: dict[str, list[dict[str, Any]]] = {
     # the vocabulary-wide ops at a 128k vocabulary too (32k is the typical size)
-    **{op: [{"bs": b, "vocab": 131072} for b in (64, 512)] for op in VOCABULARY_OPS},
+    **{
+        op: [{"bs": b, "vocab": 131072} for b in (64, 512)] + _ROW_WALK_SIZES.get(op, [])
+        for op in VOCABULARY_OPS
+    },
     "tree_speculative_sampling_target_only": [
         {"bs": 64, "vocab": 32768},
         {"bs": 64, "vocab": 131072},
