@@ -14,6 +14,7 @@ import pytest
 import torch
 from triton_family.interpreted import TRITON_VENDORS, small_cases
 from triton_family.test_tree import (
+    VENDOR_CONFIGS,
     assert_passes,
     assert_passes_with_vendor_config,
     assert_providers_agree,
@@ -26,6 +27,7 @@ from triton_family.test_tree import (
 from triton_family.test_vocab import SMALL_GRID, provider
 
 from spec_hal.conformance.cases import renorm as renorm_cases
+from spec_hal.conformance.runner import all_cases
 from spec_hal.kernels.triton import renorm as renorm_kernels
 from spec_hal.kernels.triton.config import INTERPRETER
 
@@ -109,6 +111,18 @@ def test_garbage_probs_write_only_the_output(op):
 
 ONE_PROGRAM_PER_ROW = dataclasses.replace(INTERPRETER, row_programs=1)
 SPLIT_ROWS = dataclasses.replace(INTERPRETER, row_programs=64, max_grid=2)
+
+
+@pytest.mark.parametrize("vendor", TRITON_VENDORS)
+def test_the_many_rows_cases_reach_the_one_program_per_row_kernel(vendor):
+    """The conformance suite's ``many_rows`` cases run on hardware through the kernel that walks each
+    row in one program, under every vendor's configuration (at the bench's sizes it may never)."""
+    config = VENDOR_CONFIGS[vendor]
+    for op in OPS:
+        (case,) = [c for c in all_cases() if c.op == op and c.name.endswith("[many_rows]")]
+        probs = case.build(torch.device("cpu"))["probs"]
+        assert probs.shape[0] > config.row_programs
+        assert renorm_kernels._plan(config, *probs.shape)[2] == probs.shape[1]
 
 
 def test_the_interpreter_configurations_take_both_shapes():
