@@ -8,9 +8,9 @@
 #
 # Stages: CHECK_TIMEOUT, BENCH_TIMEOUT, SWEEP_TIMEOUT and DEMO_TIMEOUT bound the conformance suite,
 # the bench, the launch-configuration sweep (off unless set) and the demo (seconds); 0 skips that
-# stage. A full-size bench takes longer than fits beside the
-# conformance suite in one call: run them in two calls (CHECK_TIMEOUT=0 BENCH_TIMEOUT=540 for the
-# bench).
+# stage. CHECK_OPS (comma-separated op names) narrows the conformance suite. A full-size bench
+# takes longer than fits beside the conformance suite in one call: run them in two calls
+# (CHECK_TIMEOUT=0 BENCH_TIMEOUT=540 for the bench).
 #
 # SPEC_HAL_COMMIT names the commit measured in every report. The copy on the device machine has no
 # .git, so pass it in: SPEC_HAL_COMMIT=$(git rev-parse --short HEAD) bash tools/h200_run.sh
@@ -44,7 +44,7 @@ python3 -m spec_hal info > "$OUT/info.txt" 2>&1; tail -n +1 "$OUT/info.txt" | he
 if [ "${CHECK_TIMEOUT:-300}" != 0 ]; then
     step conformance
     timeout "${CHECK_TIMEOUT:-300}" python3 -m spec_hal check --device cuda --report "$OUT/conformance-cuda.json" \
-        --inductor-ops assign_extend_cache_locs,move_kv_cache,verify_tree_greedy,draft_topk1_postprocess,generate_simulated_accept_index,verify_commit_step_indices,commit_mamba_states_after_verify 2>&1 | tee "$OUT/check.log" | tail -60
+        ${CHECK_OPS:+--ops "$CHECK_OPS"} --inductor-ops assign_extend_cache_locs,move_kv_cache,verify_tree_greedy,draft_topk1_postprocess,generate_simulated_accept_index,verify_commit_step_indices,commit_mamba_states_after_verify 2>&1 | tee "$OUT/check.log" | tail -60
 fi
 
 if [ "${BENCH_TIMEOUT:-200}" != 0 ]; then
