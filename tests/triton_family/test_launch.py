@@ -252,6 +252,127 @@ def test_the_plan_key_is_never_coarser_than_tritons_specialisation(seed):
     assert 20 < len(seen) < 500
 
 
+class TritonSpecialisedJit(FakeJit):
+    """A fake JIT whose binaries are keyed by Triton's own binder of a real kernel: each launch's
+    binary is the one Triton would pick, and ``ran`` lists the binary of every launch."""
+
+    def __init__(self, binder) -> None:
+        super().__init__()
+        self.tritons_binder = binder
+        self.ran: list = []
+
+    def binder(self, *args, **kwargs):
+        return self.tritons_binder(*args, **kwargs)
+
+    def pick(self, args, kwargs):
+        _, specialization, options = self.tritons_binder(*args, **kwargs)
+        return self.binaries.setdefault(
+            (tuple(map(tuple, specialization)), str(options)), FakeCompiled(str(specialization))
+        )
+
+    def __getitem__(self, grid):
+        def run(*args, **kwargs):
+            self.device_caches.setdefault(0, (None, None, None, None, self.binder))
+            self.jit_launches.append((grid, args, kwargs))
+            return self.pick(args, kwargs)
+
+        return run
+
+
+@pytest.mark.skipif(launch._INTERPRETED, reason="needs compiled kernels' signatures, not the interpreter's")
+@pytest.mark.parametrize("seed", range(3))
+def test_mixed_kinds_at_a_position_run_the_binary_triton_picks(fake_runtime, seed):
+    """Ints, bools and floats at one position, in any order, planned per signature: every launch
+    runs the binary Triton's own binder picks (an int never takes a float's binary, a bool never an
+    int's)."""
+    from spec_hal.kernels.triton.index import _compact_accepted_kernel as compact
+
+    jit = TritonSpecialisedJit(_tritons_binder(compact.jit))
+    kernel = Kernel(jit)
+    rng = random.Random(seed)
+    table = torch.zeros(64, dtype=torch.int32)
+    scalars = [0, 1, 3, 16, 2**31, True, False, 0.0, 1.0, 3.0, 16.0, float("nan"), 2**24 + 1, 2.0**24]
+    kwargs = {"BLOCK": 64, "SCAN_BLOCK": 64, "SCAN_CHUNKS": 1}
+    for _ in range(300):
+        args = (table, rng.choice(scalars), table, rng.choice(scalars[:5]), 1, table, 1, 1, 1)
+        want = jit.pick(args, kwargs)
+        before = {binary: len(binary.launches) for binary in jit.binaries.values()}
+        through_triton = len(jit.jit_launches)
+        kernel[(1,)](*args, **kwargs)
+        ran = [binary for binary in jit.binaries.values() if len(binary.launches) > before.get(binary, 0)]
+        # The plan of Triton's binary, or Triton's own path (which picks it).
+        assert ran == [want] or (ran == [] and len(jit.jit_launches) == through_triton + 1)
+    assert len(jit.jit_launches) < 60  # the kinds plan: most launches take a plan
+
+
+def test_a_tensor_where_a_scalar_was_runs_no_torch_op(fake_runtime):
+    """Each signature's reader looks at its scalars' types before any tensor: a tensor at an int
+    position is not combined with ``| 0`` (a device op on every launch)."""
+    jit = FakeJit()
+    kernel = Kernel(jit)
+    table = torch.arange(8, dtype=torch.int32)
+    kernel[(1,)](table, 3, BLOCK=64)
+    for _ in range(2):
+        kernel[(1,)](table, table, BLOCK=64)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
+        kernel[(1,)](table, table, BLOCK=64)
+    assert [event.name for event in profile.events() if event.name.startswith("aten::")] == []
+    assert len(jit.jit_launches) == 2
+
+
+def test_a_signature_that_cannot_plan_takes_no_slot(fake_runtime, monkeypatch):
+    jit = FakeJit()
+    kernel = Kernel(jit)
+    tail = Kernel._constexpr_tail
+    monkeypatch.setattr(Kernel, "_constexpr_tail", lambda self, device, args, kwargs: None)
+    for value in range(launch.MAX_SIGNATURES + 1):
+        kernel[(1,)](*([7] * (value + 1)), BLOCK=64)
+    assert kernel._readers == () and kernel._plans == {}
+    monkeypatch.setattr(Kernel, "_constexpr_tail", tail)
+    for _ in range(3):
+        kernel[(1,)](7, BLOCK=64)
+    assert len(jit.jit_launches) == launch.MAX_SIGNATURES + 2
+
+
+def test_keywords_named_like_the_readers_own_names_are_not_planned(fake_runtime):
+    assert launch.make_reader("ti", ("a0",)) is None and launch.make_reader("t", ("p0",)) is None
+    jit = FakeJit()
+    kernel = Kernel(jit)
+    table = torch.arange(8, dtype=torch.int32)
+    for p0 in (1, 2, 2):
+        kernel[(1,)](table, p0=p0)  # Triton's path each time, each key its own binary
+    assert len(jit.jit_launches) == 3 and kernel._plans == {}
+
+
+def test_two_threads_filing_first_plans_keep_the_table_whole(fake_runtime, monkeypatch):
+    """Two threads filing a kernel's first plans at once, one of them paused inside the reader's
+    construction: both signatures end up planned under their own numbers."""
+    import threading
+
+    real = launch.make_reader
+    paused = threading.Event()
+
+    def slow_reader(kinds, keywords=()):
+        if kinds == "ti":
+            paused.wait(1.0)
+        return real(kinds, keywords)
+
+    monkeypatch.setattr(launch, "make_reader", slow_reader)
+    jit = FakeJit()
+    kernel = Kernel(jit)
+    table = torch.arange(8, dtype=torch.int32)
+    first = threading.Thread(target=lambda: kernel[(1,)](table, 3, BLOCK=64))
+    first.start()
+    kernel[(1,)](table, 0.5, BLOCK=64)
+    paused.set()
+    first.join()
+    assert sorted(n for n, _ in kernel._readers) == [0, 1]
+    launches = len(jit.jit_launches)
+    kernel[(1,)](table, 3, BLOCK=64)
+    kernel[(1,)](table, 0.5, BLOCK=64)
+    assert len(jit.jit_launches) == launches
+
+
 def test_host_helpers_match_triton():
     for n in range(0, 2100):
         assert next_power_of_2(n) == triton.next_power_of_2(n)

@@ -12,20 +12,23 @@ call the compiled kernel's launcher directly (its C entry point, past the Python
 The key is never coarser than Triton's specialisation, so a plan always runs the binary Triton
 would pick: a tensor counts by its dtype and its pointer's alignment (``ptr & 15``, where Triton
 looks at ``ptr % 16 == 0``), None as None, an int by its value (Triton looks at ``== 1``, ``% 16``
-and the range), a float by its value (Triton does not look at it), every keyword argument (the
-constexprs and launch options) by name and value, and Triton's debug and instrumentation switches
-as they stand. Nothing is keyed by a tensor's identity or address.
+and the range), a bool by its value, a float by its type alone (Triton gives every float ``fp32``),
+every keyword argument (the constexprs and launch options) by name and value, and Triton's debug and
+instrumentation switches as they stand. Nothing is keyed by a tensor's identity or address.
 
-A kernel keeps one reader per **signature** (the kind of each positional argument and the keyword
-names), for up to :data:`MAX_SIGNATURES` of them: one kernel may serve call sites that pass, say,
-an int k or a float top_p at the same position. Plans are filed per signature, so a plan is only
-ever found by the reader of the signature that filed it.
+A kernel keeps one reader per **signature**: the kind of each positional argument (tensor or None,
+int, bool, float: exact Python types, as Triton specialises each differently) and the keyword
+names, for up to :data:`MAX_SIGNATURES` of them, so that one kernel may serve call sites passing,
+say, an int k or a float top_p at the same position. A reader accepts only its own signature's
+kinds (it answers None to others, before touching a tensor), and plans are filed per signature, so
+a plan is only ever found for arguments of the kinds that filed it.
 
 Launches take Triton's own path when no plan can apply: under ``TRITON_INTERPRET=1``, while a
 Triton launch hook is installed (profilers), on each new key (which then files its plan), for
-arguments that fit none of the kernel's readers once it holds :data:`MAX_SIGNATURES` of them, and
-once a kernel holds :data:`MAX_PLANS` plans (arguments whose values change on every call). Plans run no ``JITFunction`` pre-run hooks and skip Triton's check that the kernel's
-globals are unchanged: the family's kernels register none and read only constants.
+arguments of other kinds (numpy scalars, int subclasses) or past :data:`MAX_SIGNATURES` signatures,
+and once a kernel holds :data:`MAX_PLANS` plans (arguments whose values change on every call). Plans
+run no ``JITFunction`` pre-run hooks and skip Triton's check that the kernel's globals are
+unchanged: the family's kernels register none and read only constants.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ import contextlib
 import copy
 import functools
 import os
+import re
+import threading
 import time
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Any
@@ -47,7 +52,10 @@ MAX_PLANS = 4096
 #: Argument signatures one kernel plans for; launches of further signatures take Triton's path.
 MAX_SIGNATURES = 4
 
-Reader = Callable[..., tuple[tuple[Any, ...], tuple[Any, ...]]]
+Reader = Callable[..., tuple[tuple[Any, ...], tuple[Any, ...]] | None]
+Signature = tuple[str, tuple[str, ...]]
+#: Filing a kernel's first plans: its signature table changes under it (launches only read it).
+_FILING = threading.Lock()
 
 
 class Plan:
@@ -149,9 +157,9 @@ class Kernel:
     def __init__(self, jit_fn: Any) -> None:
         self.jit = jit_fn
         self._plans: dict[Hashable, Plan] = {}
-        #: (number, reader) of each signature planned for, in the order first seen.
+        #: (number, reader) of each signature planned for, in the order first seen; replaced whole.
         self._readers: tuple[tuple[int, Reader], ...] = ()
-        self._signatures: list[tuple[str, tuple[str, ...]]] = []
+        self._signatures: dict[Signature, tuple[int, Reader]] = {}
 
     def __getitem__(self, grid: Sequence[int]) -> Callable[..., None]:
         # A partial, not a lambda: calling it enters run() directly, one Python frame less.
@@ -187,9 +195,12 @@ class Kernel:
         (device pointers for tensors); None where Triton's own path must launch."""
         for number, reader in self._readers:
             try:
-                key, values = reader(*args, **kwargs)
-            except Exception:  # another kind of argument somewhere, or other keywords
+                read = reader(*args, **kwargs)
+            except Exception:  # other keywords or count, an object where a tensor was
                 continue
+            if read is None:  # a scalar of another kind
+                continue
+            key, values = read
             plan = self._plans.get(
                 (device, knobs.runtime.debug, knobs.compilation.instrumentation_mode, number, key)
             )
@@ -209,21 +220,28 @@ class Kernel:
         if kinds is None:
             return
         signature = (kinds, tuple(sorted(kwargs)))
-        if signature in self._signatures:
-            number = self._signatures.index(signature)
-        elif len(self._signatures) < MAX_SIGNATURES:
-            number = len(self._signatures)
-            self._signatures.append(signature)
-            self._readers += ((number, make_reader(*signature)),)
-        else:
-            return
         tail = self._constexpr_tail(device, args, kwargs)
-        if tail is None:
+        if tail is None:  # this signature cannot plan: it takes no slot
             return
-        key, _ = self._readers[number][1](*args, **kwargs)
-        self._plans[(device, knobs.runtime.debug, knobs.compilation.instrumentation_mode, number, key)] = (
-            Plan(compiled, tail)
-        )
+        entry = self._signatures.get(signature)
+        if entry is None:
+            reader = make_reader(*signature) if len(self._signatures) < MAX_SIGNATURES else None
+            if reader is None:
+                return
+            with _FILING:  # two threads filing a kernel's first plans at once
+                entry = self._signatures.get(signature)
+                if entry is None:
+                    if len(self._signatures) >= MAX_SIGNATURES:
+                        return
+                    entry = self._signatures[signature] = (len(self._signatures), reader)
+                    self._readers = (*self._readers, entry)
+        number, reader = entry
+        read = reader(*args, **kwargs)
+        if read is None:  # unreachable: the reader of these arguments' own signature
+            return
+        self._plans[
+            (device, knobs.runtime.debug, knobs.compilation.instrumentation_mode, number, read[0])
+        ] = Plan(compiled, tail)
 
     def _constexpr_tail(
         self, device: int, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -241,39 +259,49 @@ class Kernel:
 
 
 def _kinds_of(args: tuple[Any, ...]) -> str | None:
-    """One letter per positional argument: ``t`` a tensor or None, ``i`` an int (bools too), ``f``
-    a float; None when some argument is none of these (no plan is then made from this call)."""
+    """One letter per positional argument: ``t`` a tensor or None, ``i`` an int, ``b`` a bool, ``f``
+    a float (exact types: Triton specialises each differently); None when some argument is none of
+    these (no plan is then made from this call)."""
     kinds = []
     for arg in args:
         if arg is None or isinstance(arg, torch.Tensor):
             kinds.append("t")
-        elif isinstance(arg, int):
-            kinds.append("i")
-        elif isinstance(arg, float):
-            kinds.append("f")
+        elif arg.__class__ in _SCALAR_KINDS:
+            kinds.append(_SCALAR_KINDS[arg.__class__])
         else:
             return None
     return "".join(kinds)
 
 
-def make_reader(kinds: str, keywords: Sequence[str] = ()) -> Reader:
+_SCALAR_KINDS = {int: "i", bool: "b", float: "f"}
+_SCALAR_TYPE_NAMES = {kind: scalar_type.__name__ for scalar_type, kind in _SCALAR_KINDS.items()}
+#: The reader's own parameter and local names: a keyword named like one of them cannot be read.
+_READER_NAMES = re.compile(r"[ap][0-9]+")
+
+
+def make_reader(kinds: str, keywords: Sequence[str] = ()) -> Reader | None:
     """A function of the positional arguments (of these kinds) and the keyword arguments (these
     names: constexprs and launch options) returning (key, launcher values), written out: a straight
     line of attribute reads, no loop, no per-argument call.
 
-    An argument of another kind than its position's raises (a float where an int was: ``| 0``),
-    so that the launch takes Triton's path; an int where a float was keys as that float (Triton's
-    launcher converts it).
+    A scalar of another type than its position's kind makes it return None before any tensor is
+    read; an object without ``data_ptr`` where a tensor was, or other keywords, make it raise. None
+    instead of a reader where a keyword takes one of the reader's own names.
     """
+    if any(_READER_NAMES.fullmatch(name) for name in keywords):
+        return None
     params = [f"a{i}" for i in range(len(kinds))]
-    lines, keys, values = [], [], []
+    guards = [f"a{i}.__class__ is not {_SCALAR_TYPE_NAMES[k]}" for i, k in enumerate(kinds) if k != "t"]
+    lines = [f"    if {' or '.join(guards)}:\n        return None"] if guards else []
+    keys, values = [], []
     for i, kind in enumerate(kinds):
         if kind == "t":
             lines.append(f"    p{i} = None if a{i} is None else a{i}.data_ptr()")
             keys.append(f"None if a{i} is None else (a{i}.dtype, p{i} & 15)")
             values.append(f"p{i}")
         else:
-            keys.append(f"a{i} | 0" if kind == "i" else f"a{i} + 0.0")
+            if kind != "f":  # Triton gives every float one specialisation
+                keys.append(f"a{i}")
             values.append(f"a{i}")
     keys.extend(keywords)
     signature = ", ".join(params + (["*", *keywords] if keywords else []))
