@@ -25,6 +25,7 @@ kernel and returns None. Conventions shared by every kernel here:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import triton
@@ -1038,22 +1039,16 @@ def generate_draft_decode_kv_indices(
     kv_indices: Tensor,
     kv_indptr: Tensor,
 ) -> None:
-    bs = req_pool_indices.shape[0]
-    pool_len = req_to_token.shape[1]
-    # A program writes its prefix tile into all K*S lists (unaligned runs, not 16-byte vectors):
-    # quarter-size tiles give four times the programs, which the stores need more than wide tiles
-    # (``spec-hal bench --sweep`` compares tile sizes).
-    tile_bytes = max(config.copy_block_bytes // _DRAFT_KV_TILE_DIVISOR, kv_indices.element_size())
-    tile = min(tile_bytes // kv_indices.element_size(), pow2(pool_len))
-    branches = bs * topk
-    # Short rows: the kv_indptr scan over the branches sets the warps of the (small) programs.
-    num_warps = max(copy_warps(config, tile), scanning_warps(config, tile, branches))
-    indptr_scan_block, indptr_scan_chunks = scan_shape(branches, config, num_warps)
-    # Branch blocks of kv_indptr: at least K branches each, so that the bs programs cover them.
-    indptr_block = max(indptr_scan_block, pow2(topk))
-    # The reference writes no position past its bound (each prefix lies within a row).
-    limit = min(kv_indices.shape[1], topk * bs * pool_len + bs * topk * num_steps)
-    grid = (bs, max(min(cdiv(pool_len, tile), config.max_grid), 1))
+    grid, limit, constexprs = _draft_kv_layout(
+        config,
+        req_pool_indices.shape[0],
+        req_to_token.shape[1],
+        kv_indices.shape[1],
+        kv_indices.element_size(),
+        page_size,
+        topk,
+        num_steps,
+    )
     _draft_kv_indices_kernel[grid](
         req_pool_indices,
         req_pool_indices.stride(0),
@@ -1069,19 +1064,50 @@ def generate_draft_decode_kv_indices(
         limit,
         kv_indptr,
         *kv_indptr.stride(),
-        bs,
-        PAGE_SIZE=page_size,
-        TOPK=topk,
-        STEPS=num_steps,
-        TILE=tile,
-        BRANCHES=pow2(topk),
-        STEP_LANES=pow2(num_steps),
-        **scan_args(bs, config, num_warps),
-        INDPTR_BLOCK=indptr_block,
-        INDPTR_SCAN_BLOCK=indptr_scan_block,
-        INDPTR_SCAN_CHUNKS=indptr_scan_chunks,
-        num_warps=num_warps,
+        req_pool_indices.shape[0],
+        **constexprs,
     )
+
+
+@functools.lru_cache(maxsize=1024)
+def _draft_kv_layout(
+    config: LaunchConfig,
+    bs: int,
+    pool_len: int,
+    list_capacity: int,
+    element_size: int,
+    page_size: int,
+    topk: int,
+    num_steps: int,
+) -> tuple[tuple[int, int], int, dict[str, int]]:
+    """(grid, write limit, constexprs and warps) of the draft KV-index launch, once per layout."""
+    # A program writes its prefix tile into all K*S lists (unaligned runs, not 16-byte vectors):
+    # quarter-size tiles give four times the programs, which the stores need more than wide tiles
+    # (``spec-hal bench --sweep`` compares tile sizes).
+    tile_bytes = max(config.copy_block_bytes // _DRAFT_KV_TILE_DIVISOR, element_size)
+    tile = min(tile_bytes // element_size, pow2(pool_len))
+    branches = bs * topk
+    # Short rows: the kv_indptr scan over the branches sets the warps of the (small) programs.
+    num_warps = max(copy_warps(config, tile), scanning_warps(config, tile, branches))
+    indptr_scan_block, indptr_scan_chunks = scan_shape(branches, config, num_warps)
+    # The reference writes no position past its bound (each prefix lies within a row).
+    limit = min(list_capacity, topk * bs * pool_len + bs * topk * num_steps)
+    grid = (bs, max(min(cdiv(pool_len, tile), config.max_grid), 1))
+    constexprs = {
+        "PAGE_SIZE": page_size,
+        "TOPK": topk,
+        "STEPS": num_steps,
+        "TILE": tile,
+        "BRANCHES": pow2(topk),
+        "STEP_LANES": pow2(num_steps),
+        **scan_args(bs, config, num_warps),
+        # Branch blocks of kv_indptr: at least K branches each, so that the bs programs cover them.
+        "INDPTR_BLOCK": max(indptr_scan_block, pow2(topk)),
+        "INDPTR_SCAN_BLOCK": indptr_scan_block,
+        "INDPTR_SCAN_CHUNKS": indptr_scan_chunks,
+        "num_warps": num_warps,
+    }
+    return grid, limit, constexprs
 
 
 def fill_accept_out_cache_loc(
