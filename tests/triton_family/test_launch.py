@@ -12,6 +12,7 @@ import types
 import pytest
 import torch
 import triton
+import triton.language as tl
 
 from spec_hal.kernels.triton import launch
 from spec_hal.kernels.triton.launch import Kernel, cdiv, next_power_of_2
@@ -130,26 +131,26 @@ def test_each_signature_is_planned_on_its_own(fake_runtime):
     kernel[(1,)](table, 3, 0.5, BLOCK=64)
     kernel[(1,)](table, 3.0, 0.5, BLOCK=64)
     assert (len(int_binary.launches), len(float_binary.launches)) == (before[0] + 1, before[1] + 1)
-    assert float_binary.launches[-1][10] == 3.0 and type(int_binary.launches[-1][10]) is int
+    assert type(float_binary.launches[-1][10]) is float and type(int_binary.launches[-1][10]) is int
 
 
 def test_signatures_stop_at_the_cap(fake_runtime):
     jit = FakeJit()
     kernel = Kernel(jit)
     table = torch.arange(8, dtype=torch.int32)
-    odd = [(table, None), (3, 3), (table, 3.0), (table, 3, 0.5, 7), (table,)]  # signatures tt ii tf tifi t
-    kernel[(1,)](table, 3, BLOCK=64)
-    for args in odd[: launch.MAX_SIGNATURES - 1]:
+    # One signature per call: a tensor then ever more ints, and one past the cap.
+    signatures = [(table, *([3] * count)) for count in range(launch.MAX_SIGNATURES + 1)]
+    for args in signatures[:-1]:
         kernel[(1,)](*args, BLOCK=64)
-    planned = len(jit.jit_launches)
-    assert planned == launch.MAX_SIGNATURES
-    for args in odd[launch.MAX_SIGNATURES - 1 :]:  # no room for their signatures: Triton every time
-        for _ in range(2):
-            kernel[(1,)](*args, BLOCK=64)
-    assert len(jit.jit_launches) == planned + 2 * len(odd[launch.MAX_SIGNATURES - 1 :])
-    kernel[(1,)](table, 3, 1, BLOCK=64)  # an int where no signature has one at the end: Triton
-    kernel[(1,)](table, 3, BLOCK=64)  # the first signature still takes its plan
-    assert len(jit.jit_launches) == planned + 2 * len(odd[launch.MAX_SIGNATURES - 1 :]) + 1
+    assert len(kernel._readers) == launch.MAX_SIGNATURES
+    for _ in range(2):  # no room for its signature: Triton every time
+        kernel[(1,)](*signatures[-1], BLOCK=64)
+    assert len(jit.jit_launches) == launch.MAX_SIGNATURES + 2
+    for args in signatures[:-1]:  # the others still take their plans
+        kernel[(1,)](*args, BLOCK=64)
+    assert (
+        len(jit.jit_launches) == launch.MAX_SIGNATURES + 2 and len(kernel._readers) == launch.MAX_SIGNATURES
+    )
 
 
 def test_plans_stop_at_the_cap(fake_runtime, monkeypatch):
@@ -305,9 +306,29 @@ def test_mixed_kinds_at_a_position_run_the_binary_triton_picks(fake_runtime, see
     assert len(jit.jit_launches) < 60  # the kinds plan: most launches take a plan
 
 
+class Untouchable:
+    """An argument whose tensor attributes must not be read."""
+
+    def __getattr__(self, name):
+        raise AssertionError(f"read {name}")
+
+
+def test_a_reader_checks_its_scalars_before_reading_any_tensor():
+    """A reader answers None to a scalar of another type (a tensor at an int position, an int at a
+    float one, a bool at an int one) before reading a tensor: no ``| 0`` on a tensor (a device op),
+    no pointer read."""
+    table = torch.arange(8, dtype=torch.int32)
+    reader = launch.make_reader("tib")
+    assert reader(Untouchable(), table, True) is None
+    assert reader(Untouchable(), 3, 1) is None
+    assert launch.make_reader("tf")(Untouchable(), 3) is None
+    assert reader(table, 3, True) == (
+        ((torch.int32, table.data_ptr() & 15), 3, True),
+        (table.data_ptr(), 3, True),
+    )
+
+
 def test_a_tensor_where_a_scalar_was_runs_no_torch_op(fake_runtime):
-    """Each signature's reader looks at its scalars' types before any tensor: a tensor at an int
-    position is not combined with ``| 0`` (a device op on every launch)."""
     jit = FakeJit()
     kernel = Kernel(jit)
     table = torch.arange(8, dtype=torch.int32)
@@ -318,6 +339,27 @@ def test_a_tensor_where_a_scalar_was_runs_no_torch_op(fake_runtime):
         kernel[(1,)](table, table, BLOCK=64)
     assert [event.name for event in profile.events() if event.name.startswith("aten::")] == []
     assert len(jit.jit_launches) == 2
+
+
+@triton.jit
+def _positional_constexpr_kernel(x_ptr, F: tl.constexpr, scale):
+    pass
+
+
+@pytest.mark.skipif(launch._INTERPRETED, reason="needs compiled kernels' signatures, not the interpreter's")
+def test_a_float_passed_by_position_to_a_constexpr_never_takes_another_values_binary(fake_runtime):
+    jit = TritonSpecialisedJit(_tritons_binder(_positional_constexpr_kernel))
+    kernel = Kernel(jit)
+    table = torch.zeros(4)
+    for value in (1.5, 2.0, 1.5, 2.0, 2.5):
+        args = (table, value, 0.5)
+        want = jit.pick(args, {})
+        through_triton = len(jit.jit_launches)
+        kernel[(1,)](*args)
+        assert len(jit.jit_launches) == through_triton + 1  # no plan: Triton's path picks per value
+    assert len({id(binary) for binary in jit.binaries.values()}) == 3 and want is jit.pick(
+        (table, 2.5, 0.5), {}
+    )
 
 
 def test_a_signature_that_cannot_plan_takes_no_slot(fake_runtime, monkeypatch):
@@ -336,6 +378,12 @@ def test_a_signature_that_cannot_plan_takes_no_slot(fake_runtime, monkeypatch):
 
 def test_keywords_named_like_the_readers_own_names_are_not_planned(fake_runtime):
     assert launch.make_reader("ti", ("a0",)) is None and launch.make_reader("t", ("p0",)) is None
+    table = torch.arange(8, dtype=torch.int32)
+    named_int = launch.make_reader("ti", ("int",))  # the reader's type checks do not read builtins
+    assert named_int(table, 3, int=64) == (
+        ((torch.int32, table.data_ptr() & 15), 3, 64),
+        (table.data_ptr(), 3),
+    )
     jit = FakeJit()
     kernel = Kernel(jit)
     table = torch.arange(8, dtype=torch.int32)
@@ -344,28 +392,34 @@ def test_keywords_named_like_the_readers_own_names_are_not_planned(fake_runtime)
     assert len(jit.jit_launches) == 3 and kernel._plans == {}
 
 
-def test_two_threads_filing_first_plans_keep_the_table_whole(fake_runtime, monkeypatch):
-    """Two threads filing a kernel's first plans at once, one of them paused inside the reader's
-    construction: both signatures end up planned under their own numbers."""
+def test_two_threads_filing_first_plans_keep_the_table_whole(fake_runtime):
+    """Two threads filing a kernel's first two signatures at once, the first paused while it inserts
+    its signature: both end up planned under their own numbers."""
     import threading
+    import time
 
-    real = launch.make_reader
-    paused = threading.Event()
+    class SlowTable(dict):
+        def __setitem__(self, key, value):
+            time.sleep(0.2)  # the other thread runs meanwhile
+            super().__setitem__(key, value)
 
-    def slow_reader(kinds, keywords=()):
-        if kinds == "ti":
-            paused.wait(1.0)
-        return real(kinds, keywords)
-
-    monkeypatch.setattr(launch, "make_reader", slow_reader)
     jit = FakeJit()
     kernel = Kernel(jit)
+    kernel._signatures = SlowTable()
     table = torch.arange(8, dtype=torch.int32)
-    first = threading.Thread(target=lambda: kernel[(1,)](table, 3, BLOCK=64))
-    first.start()
-    kernel[(1,)](table, 0.5, BLOCK=64)
-    paused.set()
-    first.join()
+    start = threading.Barrier(2)
+
+    def launch_after_barrier(*args):
+        start.wait()
+        kernel[(1,)](*args, BLOCK=64)
+
+    threads = [
+        threading.Thread(target=launch_after_barrier, args=args) for args in ((table, 3), (table, 0.5))
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
     assert sorted(n for n, _ in kernel._readers) == [0, 1]
     launches = len(jit.jit_launches)
     kernel[(1,)](table, 3, BLOCK=64)

@@ -54,7 +54,8 @@ MAX_SIGNATURES = 4
 
 Reader = Callable[..., tuple[tuple[Any, ...], tuple[Any, ...]] | None]
 Signature = tuple[str, tuple[str, ...]]
-#: Filing a kernel's first plans: its signature table changes under it (launches only read it).
+#: Held while any kernel files a new signature (rare: a kernel's first launches); launches only read
+#: the signature tables.
 _FILING = threading.Lock()
 
 
@@ -220,24 +221,26 @@ class Kernel:
         if kinds is None:
             return
         signature = (kinds, tuple(sorted(kwargs)))
-        tail = self._constexpr_tail(device, args, kwargs)
-        if tail is None:  # this signature cannot plan: it takes no slot
-            return
         entry = self._signatures.get(signature)
-        if entry is None:
+        reader = None
+        if entry is None:  # a new signature: a slot left and readable keywords, or Triton's path
             reader = make_reader(*signature) if len(self._signatures) < MAX_SIGNATURES else None
             if reader is None:
                 return
-            with _FILING:  # two threads filing a kernel's first plans at once
+        tail = self._constexpr_tail(device, args, kwargs)
+        if tail is None:  # no plan for these arguments (and a new signature takes no slot)
+            return
+        if entry is None:
+            with _FILING:
                 entry = self._signatures.get(signature)
                 if entry is None:
-                    if len(self._signatures) >= MAX_SIGNATURES:
+                    if len(self._signatures) >= MAX_SIGNATURES or reader is None:
                         return
                     entry = self._signatures[signature] = (len(self._signatures), reader)
                     self._readers = (*self._readers, entry)
         number, reader = entry
         read = reader(*args, **kwargs)
-        if read is None:  # unreachable: the reader of these arguments' own signature
+        if read is None:  # cannot happen: the reader of these arguments' own signature
             return
         self._plans[
             (device, knobs.runtime.debug, knobs.compilation.instrumentation_mode, number, read[0])
@@ -252,6 +255,13 @@ class Kernel:
         bound, specialization, _ = binder(*args, **kwargs)
         values = tuple(bound.values())
         if len(values) < len(args) or any(a is not v for a, v in zip(args, values, strict=False)):
+            return None
+        # A float passed by position to a constexpr parameter: Triton compiles per value, the key
+        # has the type alone.
+        if any(
+            kind == "constexpr" and arg.__class__ is float
+            for arg, (kind, _) in zip(args, specialization, strict=False)
+        ):
             return None
         if any(kind != "constexpr" for kind, _ in specialization[len(args) :]):
             return None
@@ -274,9 +284,12 @@ def _kinds_of(args: tuple[Any, ...]) -> str | None:
 
 
 _SCALAR_KINDS = {int: "i", bool: "b", float: "f"}
-_SCALAR_TYPE_NAMES = {kind: scalar_type.__name__ for scalar_type, kind in _SCALAR_KINDS.items()}
-#: The reader's own parameter and local names: a keyword named like one of them cannot be read.
-_READER_NAMES = re.compile(r"[ap][0-9]+")
+#: The names a reader's code gives the scalar types (its globals: a keyword may be named ``int``).
+_TYPE_GLOBALS = {f"_{scalar_type.__name__}_type": scalar_type for scalar_type in _SCALAR_KINDS}
+_TYPE_NAME_OF_KIND = {kind: f"_{scalar_type.__name__}_type" for scalar_type, kind in _SCALAR_KINDS.items()}
+#: A reader's parameters are ``a<i>``, its pointer locals ``p<i>``: keywords named like them, or like
+#: its globals, cannot be read.
+_READER_LOCALS = re.compile(r"[ap][0-9]+")
 
 
 def make_reader(kinds: str, keywords: Sequence[str] = ()) -> Reader | None:
@@ -288,10 +301,10 @@ def make_reader(kinds: str, keywords: Sequence[str] = ()) -> Reader | None:
     read; an object without ``data_ptr`` where a tensor was, or other keywords, make it raise. None
     instead of a reader where a keyword takes one of the reader's own names.
     """
-    if any(_READER_NAMES.fullmatch(name) for name in keywords):
+    if any(_READER_LOCALS.fullmatch(name) or name in _TYPE_GLOBALS for name in keywords):
         return None
     params = [f"a{i}" for i in range(len(kinds))]
-    guards = [f"a{i}.__class__ is not {_SCALAR_TYPE_NAMES[k]}" for i, k in enumerate(kinds) if k != "t"]
+    guards = [f"a{i}.__class__ is not {_TYPE_NAME_OF_KIND[k]}" for i, k in enumerate(kinds) if k != "t"]
     lines = [f"    if {' or '.join(guards)}:\n        return None"] if guards else []
     keys, values = [], []
     for i, kind in enumerate(kinds):
@@ -310,7 +323,7 @@ def make_reader(kinds: str, keywords: Sequence[str] = ()) -> Reader | None:
         + "".join(line + "\n" for line in lines)
         + f"    return ({''.join(k + ', ' for k in keys)}), ({''.join(v + ', ' for v in values)})\n"
     )
-    namespace: dict[str, Any] = {}
+    namespace: dict[str, Any] = dict(_TYPE_GLOBALS)
     exec(compile(source, f"<spec_hal launch reader {kinds} {' '.join(keywords)}>", "exec"), namespace)
     reader: Reader = namespace["read"]
     return reader
