@@ -50,8 +50,10 @@ VOCABULARY_OPS = (
     "sample_draft_proposal",
 )
 #: The renormalisation walks each row in one program from the vendor's ``row_programs`` rows on
-#: (below, it splits rows): a batch this large reaches that kernel on every vendor's configuration.
-_ROW_WALK_SIZES = {op: [{"bs": 1024}] for op in ("top_k_renorm_prob", "top_p_renorm_prob")}
+#: (below, it splits rows): a batch this large reaches that kernel on every vendor's configuration
+#: (a test checks it).
+ROW_WALK_BENCH_BATCH = 1024
+_ROW_WALK_SIZES = {op: [{"bs": ROW_WALK_BENCH_BATCH}] for op in ("top_k_renorm_prob", "top_p_renorm_prob")}
 LARGE_SIZES: dict[str, list[dict[str, Any]]] = {
     # the vocabulary-wide ops at a 128k vocabulary too (32k is the typical size)
     **{

@@ -115,14 +115,18 @@ SPLIT_ROWS = dataclasses.replace(INTERPRETER, row_programs=64, max_grid=2)
 
 @pytest.mark.parametrize("vendor", TRITON_VENDORS)
 def test_the_many_rows_cases_reach_the_one_program_per_row_kernel(vendor):
-    """The conformance suite's ``many_rows`` cases run on hardware through the kernel that walks each
-    row in one program, under every vendor's configuration (at the bench's sizes it may never)."""
+    """The conformance suite's ``many_rows`` cases and the bench's largest renorm batch run through
+    the kernel that walks each row in one program, under every vendor's configuration."""
+    from spec_hal.bench import ROW_WALK_BENCH_BATCH
+
     config = VENDOR_CONFIGS[vendor]
+    assert renorm_kernels._plan(config, ROW_WALK_BENCH_BATCH, 32768)[2] == 32768
     for op in OPS:
-        (case,) = [c for c in all_cases() if c.op == op and c.name.endswith("[many_rows]")]
-        probs = case.build(torch.device("cpu"))["probs"]
-        assert probs.shape[0] > config.row_programs
-        assert renorm_kernels._plan(config, *probs.shape)[2] == probs.shape[1]
+        cases = [c for c in all_cases() if c.op == op and "[many_rows" in c.name]
+        assert len(cases) == 2  # per-row and scalar parameters
+        for case in cases:
+            probs = case.build(torch.device("cpu"))["probs"]
+            assert renorm_kernels._plan(config, *probs.shape)[2] == probs.shape[1]
 
 
 def test_the_interpreter_configurations_take_both_shapes():

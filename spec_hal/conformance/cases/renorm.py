@@ -31,7 +31,7 @@ _TOTAL_UNITS = 2**24
 #: A vocabulary of the size of today's large models (128k), for accelerator cases.
 LARGE_VOCAB = 131072
 ROWS = ("peaked", "flat", "ties", "one_hot", "equal")
-#: Above every vendor configuration's ``row_programs`` (the most is 1024).
+#: More rows than any vendor configuration's ``row_programs`` (a test checks it).
 ROW_WALK_BATCH = 1100
 
 
@@ -254,10 +254,14 @@ def _edge_cases() -> list[Case]:
             ),
             _case(p, f"v128k_{rows}", bs=4, vocab=LARGE_VOCAB, rows=rows, p_values=(0.5, 0.9, 0.99, 1.0)),
         ]
-    # More rows than any vendor's row_programs: one program walks each whole row (fewer split rows).
+    # More rows than any vendor's row_programs: one program walks each whole row (with fewer rows,
+    # each row is split over several programs).
+    many_rows: dict[str, Any] = {"bs": ROW_WALK_BATCH, "vocab": 3000}
     edges += [
-        _case(k, "many_rows", bs=ROW_WALK_BATCH, vocab=3000, rows="peaked", k_values=(1, 7, 100, 2999, 0)),
-        _case(p, "many_rows", bs=ROW_WALK_BATCH, vocab=3000, rows="flat", p_values=(0.25, 0.9, 0.999, 1.0)),
+        _case(k, "many_rows", rows="peaked", k_values=(1, 7, 100, 2999, 0), **many_rows),
+        _case(k, "many_rows_scalar_k", rows="flat", k=100, **many_rows),
+        _case(p, "many_rows", rows="flat", p_values=(0.25, 0.9, 0.999, 1.0), **many_rows),
+        _case(p, "many_rows_scalar_p", rows="peaked", p=0.9, **many_rows),
     ]
     return edges
 

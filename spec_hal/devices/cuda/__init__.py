@@ -4,8 +4,8 @@ from ...kernels.triton.config import LaunchConfig
 from ...registry import TRITON, Capabilities, DeviceDescriptor, Intent, register_device
 from .detection import probe
 
-#: Copies: 8 KiB tiles with 4 warps; row walks split below 1024 rows (the H200 sweeps in
-#: docs/performance.md).
+#: Copies: 8 KiB tiles with 4 warps (the H200 sweep in docs/performance.md); the renormalisation
+#: splits rows below 1024 of them (the H200 sweep in docs/bench/sweep-renorm-h200-6cc870c.json).
 TRITON_CONFIG = LaunchConfig(
     "hopper", num_warps=4, block=1024, copy_num_warps=4, copy_block_bytes=8192, row_programs=1024
 )

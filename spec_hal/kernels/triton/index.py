@@ -26,7 +26,8 @@ kernel and returns None. Conventions shared by every kernel here:
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 
 import triton
 import triton.language as tl
@@ -1079,8 +1080,9 @@ def _draft_kv_layout(
     page_size: int,
     topk: int,
     num_steps: int,
-) -> tuple[tuple[int, int], int, dict[str, int]]:
-    """(grid, write limit, constexprs and warps) of the draft KV-index launch, once per layout."""
+) -> tuple[tuple[int, int], int, Mapping[str, int]]:
+    """(grid, write limit, constexprs and warps) of the draft KV-index launch, once per layout (the
+    mapping is shared by every call of the layout: read-only)."""
     # A program writes its prefix tile into all K*S lists (unaligned runs, not 16-byte vectors):
     # quarter-size tiles give four times the programs, which the stores need more than wide tiles
     # (``spec-hal bench --sweep`` compares tile sizes).
@@ -1093,20 +1095,22 @@ def _draft_kv_layout(
     # The reference writes no position past its bound (each prefix lies within a row).
     limit = min(list_capacity, topk * bs * pool_len + bs * topk * num_steps)
     grid = (bs, max(min(cdiv(pool_len, tile), config.max_grid), 1))
-    constexprs = {
-        "PAGE_SIZE": page_size,
-        "TOPK": topk,
-        "STEPS": num_steps,
-        "TILE": tile,
-        "BRANCHES": pow2(topk),
-        "STEP_LANES": pow2(num_steps),
-        **scan_args(bs, config, num_warps),
-        # Branch blocks of kv_indptr: at least K branches each, so that the bs programs cover them.
-        "INDPTR_BLOCK": max(indptr_scan_block, pow2(topk)),
-        "INDPTR_SCAN_BLOCK": indptr_scan_block,
-        "INDPTR_SCAN_CHUNKS": indptr_scan_chunks,
-        "num_warps": num_warps,
-    }
+    constexprs = MappingProxyType(
+        {
+            "PAGE_SIZE": page_size,
+            "TOPK": topk,
+            "STEPS": num_steps,
+            "TILE": tile,
+            "BRANCHES": pow2(topk),
+            "STEP_LANES": pow2(num_steps),
+            **scan_args(bs, config, num_warps),
+            # Branch blocks of kv_indptr: at least K branches each, so that the bs programs cover them.
+            "INDPTR_BLOCK": max(indptr_scan_block, pow2(topk)),
+            "INDPTR_SCAN_BLOCK": indptr_scan_block,
+            "INDPTR_SCAN_CHUNKS": indptr_scan_chunks,
+            "num_warps": num_warps,
+        }
+    )
     return grid, limit, constexprs
 
 
