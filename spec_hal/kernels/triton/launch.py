@@ -276,17 +276,17 @@ def _kinds_of(args: tuple[Any, ...]) -> str | None:
     for arg in args:
         if arg is None or isinstance(arg, torch.Tensor):
             kinds.append("t")
-        elif arg.__class__ in _SCALAR_KINDS:
-            kinds.append(_SCALAR_KINDS[arg.__class__])
+        elif arg.__class__ in _KIND_OF_TYPE:
+            kinds.append(_KIND_OF_TYPE[arg.__class__])
         else:
             return None
     return "".join(kinds)
 
 
-_SCALAR_KINDS = {int: "i", bool: "b", float: "f"}
-#: The names a reader's code gives the scalar types (its globals: a keyword may be named ``int``).
-_TYPE_GLOBALS = {f"_{scalar_type.__name__}_type": scalar_type for scalar_type in _SCALAR_KINDS}
-_TYPE_NAME_OF_KIND = {kind: f"_{scalar_type.__name__}_type" for scalar_type, kind in _SCALAR_KINDS.items()}
+#: A reader's globals: the type of each scalar kind, as ``_<kind>_type`` (not the builtins' names:
+#: a keyword may be named ``int``).
+_TYPE_GLOBALS = {"_i_type": int, "_b_type": bool, "_f_type": float}
+_KIND_OF_TYPE = {scalar_type: name[1] for name, scalar_type in _TYPE_GLOBALS.items()}
 #: A reader's parameters are ``a<i>``, its pointer locals ``p<i>``: keywords named like them, or like
 #: its globals, cannot be read.
 _READER_LOCALS = re.compile(r"[ap][0-9]+")
@@ -304,7 +304,7 @@ def make_reader(kinds: str, keywords: Sequence[str] = ()) -> Reader | None:
     if any(_READER_LOCALS.fullmatch(name) or name in _TYPE_GLOBALS for name in keywords):
         return None
     params = [f"a{i}" for i in range(len(kinds))]
-    guards = [f"a{i}.__class__ is not {_TYPE_NAME_OF_KIND[k]}" for i, k in enumerate(kinds) if k != "t"]
+    guards = [f"a{i}.__class__ is not _{k}_type" for i, k in enumerate(kinds) if k != "t"]
     lines = [f"    if {' or '.join(guards)}:\n        return None"] if guards else []
     keys, values = [], []
     for i, kind in enumerate(kinds):
