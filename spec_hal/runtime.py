@@ -49,10 +49,26 @@ class HostRuntime:
 HOST_RUNTIME = HostRuntime()
 
 
+#: Each device's runtime and the registry generation it was found under. A device's ``type`` is a
+#: string built on every read, slower than the dict lookup by device that replaces it here.
+_RUNTIME_OF_DEVICE: dict[torch.device, tuple[int, registry.Runtime]] = {}
+#: Devices remembered at most (indices are few; a stray flood of them only empties the map).
+_MAX_REMEMBERED_DEVICES = 64
+
+
 def _runtime(device: torch.device) -> registry.Runtime:
-    if device.type in _HOST_TYPES:
-        return HOST_RUNTIME
-    return registry.runtime_of(registry.vendor_for(device.type))
+    generation = registry.STATE.generation
+    found = _RUNTIME_OF_DEVICE.get(device)
+    if found is not None and found[0] == generation:
+        return found[1]
+    kind = device.type
+    runtime = HOST_RUNTIME if kind in _HOST_TYPES else registry.runtime_of(registry.vendor_for(kind))
+    if len(_RUNTIME_OF_DEVICE) >= _MAX_REMEMBERED_DEVICES:
+        _RUNTIME_OF_DEVICE.clear()
+    # Filed under the generation read before resolving: a registry change meanwhile makes the next
+    # call resolve again.
+    _RUNTIME_OF_DEVICE[device] = (generation, runtime)
+    return runtime
 
 
 def _as_device(device: torch.device | str | None) -> torch.device:
@@ -81,9 +97,7 @@ def device_guard(device: torch.device | str) -> Any:
 
 def is_capturing(device: torch.device | str) -> bool:
     """Whether the current stream of ``device`` is capturing a graph."""
-    dev = torch.device(device)
-    if dev.type in _HOST_TYPES:
-        return False
+    dev = device if device.__class__ is torch.device else torch.device(device)
     return _runtime(dev).is_capturing(dev)
 
 

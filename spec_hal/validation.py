@@ -17,6 +17,7 @@ import torch
 
 from . import config
 from .opdef import is_compiling
+from .runtime import is_capturing
 
 INDEX_DTYPES = (torch.int32, torch.int64)
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -123,9 +124,26 @@ def check_positive_int(name: str, value: object, *, minimum: int = 1) -> int:
     return value
 
 
+#: The kind of each device seen: "cpu", "meta" or "accelerator" (a device's ``type`` is a string built
+#: on every read, slower than this lookup). Kinds never change; the map is emptied when large.
+_KIND_OF_DEVICE: dict[torch.device, str] = {}
+_MAX_REMEMBERED_DEVICES = 64
+
+
+def device_kind(device: torch.device) -> str:
+    """ "cpu", "meta" or "accelerator"."""
+    kind = _KIND_OF_DEVICE.get(device)
+    if kind is None:
+        kind = device.type if device.type in ("cpu", "meta") else "accelerator"
+        if len(_KIND_OF_DEVICE) >= _MAX_REMEMBERED_DEVICES:
+            _KIND_OF_DEVICE.clear()
+        _KIND_OF_DEVICE[device] = kind
+    return kind
+
+
 def value_checks_enabled(device: torch.device) -> bool:
     """Whether data-dependent checks run for tensors on ``device`` (see module docstring)."""
-    kind = device.type
+    kind = device_kind(device)
     if kind == "cpu":
         return not is_compiling()
     return kind != "meta" and config.debug() and not is_compiling()
@@ -265,8 +283,6 @@ def new_output(
     shape: Sequence[int], dtype: torch.dtype, device: torch.device, *, fill: int | float | None = None
 ) -> torch.Tensor:
     """Allocate an output the caller left None (never under graph capture: pass every output there)."""
-    from .runtime import is_capturing
-
     if is_capturing(device):
         raise ValueError("an optional output was left None during graph capture; pass every output tensor")
     if fill is None:

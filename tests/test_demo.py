@@ -410,7 +410,7 @@ def forced_capture(monkeypatch):
 
         return replay
 
-    monkeypatch.setattr(runtime, "is_capturing", is_capturing)  # new_output imports it per call
+    monkeypatch.setattr(validation, "is_capturing", is_capturing)  # new_output's check (imported by name)
     monkeypatch.setattr(kv, "is_capturing", is_capturing)  # KVBuffers' check (imported by name)
     monkeypatch.setattr(validation, "is_compiling", lambda: dummy_run[0])  # value checks off
     monkeypatch.setattr(runtime, "supports_graph_capture", lambda device=None: True)

@@ -75,3 +75,31 @@ def test_a_host_generator_is_refused_before_the_capture():
     with pytest.raises(ValueError, match="generators: expected cuda generators"):
         rt.capture_graph(lambda: log.append("fn"), torch.device("cuda"), [torch.Generator()])
     assert "capture begins" not in log
+
+
+def test_a_devices_runtime_is_found_again_after_the_registry_changes(monkeypatch):
+    """The runtime of a device is remembered per device object, and found again once the registry
+    changed (a vendor registered, detection reset, an emulation entered)."""
+    from spec_hal import registry, runtime
+
+    class Capturing:
+        def __init__(self, answer: bool) -> None:
+            self.answer = answer
+
+        def is_capturing(self, device: torch.device) -> bool:
+            return self.answer
+
+    answer = [Capturing(True)]
+    monkeypatch.setattr(runtime, "_RUNTIME_OF_DEVICE", {})  # this test's runtimes go with it
+    monkeypatch.setattr(registry, "vendor_for", lambda device_type: device_type)
+    monkeypatch.setattr(registry, "runtime_of", lambda descriptor: answer[0])
+    device = torch.device("cuda", 0)
+    assert runtime.is_capturing(device) and runtime.is_capturing("cuda:0")
+    answer[0] = Capturing(False)
+    assert runtime.is_capturing(device)  # remembered while the registry stays the same
+    registry.invalidate()
+    assert not runtime.is_capturing(device)
+    assert not runtime.is_capturing(torch.device("cpu"))  # host tensors never ask a vendor
+    answer[0] = Capturing(True)
+    registry.invalidate()
+    assert not runtime.is_capturing("cpu") and runtime.is_capturing(torch.device("cuda", 0))

@@ -188,7 +188,7 @@ class KVBuffers:
             )
         pointers = [buffer.data_ptr() for buffer in buffers]
         rows = [_Rows.of(buffer) for buffer in buffers]
-        shared = None if first.device.type == "meta" else _first_overlap(rows)  # meta holds no bytes
+        shared = None if first.is_meta else _first_overlap(rows)  # meta holds no bytes
         if shared is not None:
             i, j = shared
             twice = "the same memory is listed twice" if pointers[i] == pointers[j] else "they share memory"

@@ -67,7 +67,7 @@ def _checked_out(out: object, probs: Tensor, device: torch.device) -> Tensor:
         return new_output(probs.shape, torch.float32, device)
     out = check_output("out", out, dtype=torch.float32, device=device, shape=probs.shape)
     # Data pointers: meta tensors hold none, and dynamo cannot trace them.
-    if out is probs or device.type == "meta" or is_compiling():
+    if out is probs or probs.is_meta or is_compiling():
         return out
     same = out.data_ptr() == probs.data_ptr() and out.stride() == probs.stride()
     if not same and _bytes_intersect(out, probs):

@@ -266,7 +266,7 @@ def test_commit_dispatches(given, dispatched):
 def test_commit_allocates_its_steps_under_graph_capture(monkeypatch, given):
     """G3 has no output parameters: the steps it computes are allocated even while a graph captures
     (the optional outputs of other ops must be passed then)."""
-    import spec_hal.runtime
+    import spec_hal.validation
 
     kwargs = mamba_cases.build_commit_mamba_states_after_verify(CPU, bs=4, mamba_track_interval=2, seed=6)
     if "last" in given:
@@ -275,7 +275,7 @@ def test_commit_allocates_its_steps_under_graph_capture(monkeypatch, given):
     expected_last, expected_track, _, _ = _commit_oracle(
         kwargs, last=None if given_last is None else given_last.tolist()
     )
-    monkeypatch.setattr(spec_hal.runtime, "is_capturing", lambda device: True)
+    monkeypatch.setattr(spec_hal.validation, "is_capturing", lambda device: True)
     with pytest.raises(ValueError, match="left None during graph capture"):
         ops.verify_commit_step_indices(kwargs["accept_index"], kwargs["accept_lens"], 4)
     last, track = ops.commit_mamba_states_after_verify(**kwargs)

@@ -14,6 +14,7 @@ from ...validation import (
     FLOAT_DTYPES,
     check_output,
     check_tensor,
+    device_kind,
     new_output,
     value_checks_enabled,
 )
@@ -56,7 +57,9 @@ def check_generator(generator: object, device: torch.device) -> None:
         return
     if not isinstance(generator, torch.Generator):
         raise TypeError(f"generator: expected a torch.Generator or None, got {type(generator).__name__}")
-    if device.type != "meta" and generator.device.type != device.type:
+    if generator.device == device or device_kind(device) == "meta":  # the common case first
+        return
+    if generator.device.type != device.type:
         raise ValueError(
             f"generator: expected a generator of the tensors' device {device}, got one of {generator.device}"
         )
@@ -67,7 +70,9 @@ def exponential_noise(
 ) -> Tensor:
     """Exp(1) noise of the exponential race, fp32, drawn from ``generator`` (default one when None)."""
     noise = torch.empty(tuple(shape), dtype=torch.float32, device=device)
-    if generator is None or device.type == "meta":  # meta tensors hold no data: there is nothing to draw
+    if (
+        generator is None or device_kind(device) == "meta"
+    ):  # meta tensors hold no data: there is nothing to draw
         return noise.exponential_()
     return noise.exponential_(generator=generator)
 
