@@ -4,7 +4,6 @@ launch configurations and ops ``--sweep`` times, and ``--host-profile``."""
 from __future__ import annotations
 
 import dataclasses
-import json
 
 import pytest
 import torch
@@ -306,30 +305,3 @@ def test_missed_targets_include_an_intended_portable_provider_and_skip_an_unboun
     missed = missed_targets(data)
     assert any(line.startswith("- fast_topk, bandwidth") for line in missed)
     assert not any("move_kv_cache" in line for line in missed)
-
-
-@pytest.mark.parametrize("drain_every", [8, None])
-def test_the_report_says_whether_host_times_drained_the_device(tmp_path, drain_every):
-    from spec_hal.bench.report import render
-
-    data = {
-        "device": "cuda",
-        "device_name": "test",
-        "date": "2026-12-02T00:00:00+00:00",
-        "commit": "abc1234",
-        "sizes": "quick",
-        "versions": {"torch": "2", "triton": "3"},
-        "rows": [],
-        "launch_floor_us": 1.0,
-        "launch_host_us": 10.0,
-        "dispatch": {"public_us": 3.0, "validation_us": 1.0, "dispatch_overhead_us": 0.5, "direct_us": 1.5},
-    }
-    if drain_every:
-        data["host_drain_every"] = drain_every
-    path = tmp_path / "run.json"
-    path.write_text(json.dumps(data))
-    text = render([str(path)])
-    if drain_every:
-        assert f"the device drained (untimed) before every {drain_every} timed calls" in text
-    else:
-        assert "timed without draining the device" in text

@@ -3,8 +3,6 @@ provider arguments are the ones the contract dispatches, and the inputs rotate."
 
 from __future__ import annotations
 
-import time
-
 import torch
 
 from spec_hal import ops
@@ -38,29 +36,6 @@ def test_inputs_rotate():
     for _ in range(6):
         rotating()
     assert calls == [0, 1, 2, 0, 1, 2]
-
-
-def test_the_device_is_drained_between_timed_calls_and_never_inside_one():
-    """A device busier than the host would fill its launch queue; the loop waits for it every
-    DRAIN_EVERY calls, untimed, so no sample holds the wait."""
-    events = []
-    drain_seconds = 0.02
-    taken = host.samples(
-        lambda: events.append("call"),
-        repeats=3 * host.DRAIN_EVERY + 1,
-        warmup=0,
-        drain=lambda: (events.append("drain"), time.sleep(drain_seconds)),
-    )
-    assert len(taken) == 3 * host.DRAIN_EVERY + 1
-    assert max(taken) < drain_seconds  # the waits are outside the samples
-    calls_between = [len(run) for run in "".join("d" if e == "drain" else "c" for e in events).split("d")]
-    assert calls_between == [0, *([host.DRAIN_EVERY] * 3), 1]  # a wait before every DRAIN_EVERY calls
-
-
-def test_breakdown_drains_its_timing_loops():
-    drains = []
-    host.breakdown("assign_extend_cache_locs", _inputs(), repeats=16, drain=lambda: drains.append(1))
-    assert len(drains) >= 3 * 16 // host.DRAIN_EVERY  # public, dispatch and provider loops
 
 
 def test_the_breakdown_table_reports_the_spread_over_the_launch():

@@ -15,6 +15,7 @@ import functools
 import inspect
 import statistics
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -114,16 +115,18 @@ def _timing(samples_s: list[float]) -> Timing:
 
 
 def time_host(
-    fn: Callable[[], Any],
-    *,
-    warmup: int = 3,
-    repeats: int = 20,
-    min_seconds: float = 0.05,
-    drain: Callable[[], None] | None = None,
+    fn: Callable[[], Any], *, warmup: int = 3, repeats: int = 20, min_seconds: float = 0.05
 ) -> Timing:
-    """Wall time per call (CPU work, or host time of an asynchronous launch: ``drain`` waits for
-    the device between timed calls, see :func:`host.samples`)."""
-    return _timing(host.samples(fn, repeats=repeats, warmup=warmup, min_seconds=min_seconds, drain=drain))
+    """Wall time per call (CPU work, or host time of an asynchronous launch)."""
+    for _ in range(warmup):
+        fn()
+    samples: list[float] = []
+    deadline = time.perf_counter() + min_seconds
+    while len(samples) < repeats or (time.perf_counter() < deadline and len(samples) < 2000):
+        started = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - started)
+    return _timing(samples)
 
 
 def time_device(calls: list[Callable[[], Any]], device: torch.device, *, repeats: int = 50) -> Timing:
@@ -224,10 +227,9 @@ def _measure(
         else:
             row["time"] = time_device(calls, device)
             # Host time rotates the input sets (three of the same shapes, or as many as there are).
-            drain = functools.partial(runtime.synchronize, device)
-            row["host"] = time_host(host.rotating(calls), drain=drain)
+            row["host"] = time_host(host.rotating(calls))
             if provider == registry.TRITON:
-                row["host_breakdown"] = host.breakdown(op, inputs, drain=drain)
+                row["host_breakdown"] = host.breakdown(op, inputs)
             if runtime.supports_graph_capture(device):
                 try:
                     generators = [
@@ -251,10 +253,9 @@ def dispatch_overhead(device: torch.device) -> dict[str, float]:
     out_indices = torch.empty(8, 4, dtype=torch.int64, device=device)
     args = (values, 4, 1, out_values, out_indices)  # the provider arguments
     bound = op.bind(device, op.variant_of(args) if op.variant else None)
-    drain = functools.partial(runtime.synchronize, device)
-    public = time_host(lambda: op(values, 4, out=(out_values, out_indices)), repeats=2000, drain=drain)
-    dispatch = time_host(lambda: op.dispatch(device, *args), repeats=2000, drain=drain)
-    direct = time_host(lambda: bound(*args), repeats=2000, drain=drain)
+    public = time_host(lambda: op(values, 4, out=(out_values, out_indices)), repeats=2000)
+    dispatch = time_host(lambda: op.dispatch(device, *args), repeats=2000)
+    direct = time_host(lambda: bound(*args), repeats=2000)
     return {
         "public_us": public.median_us,
         "dispatch_us": dispatch.median_us,
@@ -292,7 +293,6 @@ def run(
                 device
             )
             data["copy_bandwidth_gbs"] = _copy_bandwidth(device)
-            data["host_drain_every"] = host.DRAIN_EVERY
         data["dispatch"] = dispatch_overhead(device)
         plan = [
             (op, b, s)
@@ -461,9 +461,8 @@ def _launch_floor(device: torch.device) -> tuple[float | None, float | None, flo
         return None, None, None
     marker = torch.zeros(1, device=device)
     device_us = time_graph(lambda: launch_empty(marker), device, calls_per_graph=50).median_us
-    drain = functools.partial(runtime.synchronize, device)
-    host_us = time_host(lambda: launch_empty(marker), repeats=2000, drain=drain).median_us
-    compiled_us = time_host(lambda: launch_empty_compiled(marker), repeats=2000, drain=drain).median_us
+    host_us = time_host(lambda: launch_empty(marker), repeats=2000).median_us
+    compiled_us = time_host(lambda: launch_empty_compiled(marker), repeats=2000).median_us
     runtime.synchronize(device)
     return device_us, host_us, compiled_us
 

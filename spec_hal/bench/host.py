@@ -13,19 +13,14 @@ set of tensors alone), :func:`breakdown` times
 and derives ``validation_us`` (public - dispatch: the contract's checks, allocations and argument
 handling), ``dispatch_us`` (dispatch - provider), ``glue_us`` (provider - the launches' stages: the
 provider's Python, sizing and the launch wrapper) and ``binder_us`` / ``launcher_us`` (summed over
-launches). Medians of many calls.
-
-The calls launch real work. An op whose device time exceeds its host time would fill the device's
-launch queue, and a full queue makes each launch wait for the device: the loop would time the
-device. So every :data:`DRAIN_EVERY` calls the timing loop waits for the device outside the timed
-calls (:func:`samples`), and each timed call finds the queue short.
+launches). Medians of many calls; the calls launch real work, so device queues stay busy and the
+figures are host time only where the device keeps up (small ops).
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -33,37 +28,19 @@ import torch
 
 from .. import ops as public_ops
 
-#: Timed calls between two waits for the device: their launches stay far below a launch queue's depth.
-DRAIN_EVERY = 8
 
+def _median_seconds(fn: Callable[[], Any], repeats: int) -> float:
+    import time
 
-def samples(
-    fn: Callable[[], Any],
-    *,
-    repeats: int,
-    warmup: int = 3,
-    min_seconds: float = 0.0,
-    drain: Callable[[], None] | None = None,
-) -> list[float]:
-    """Seconds of each of ``repeats`` calls of ``fn`` (more, up to 2000, until ``min_seconds`` have
-    passed), after ``warmup`` calls. ``drain`` (waiting for the device) runs untimed before every
-    :data:`DRAIN_EVERY` calls, so that no timed call waits for a full launch queue."""
-    for _ in range(warmup):
+    for _ in range(3):
         fn()
-    taken: list[float] = []
-    deadline = time.perf_counter() + min_seconds
-    while len(taken) < repeats or (time.perf_counter() < deadline and len(taken) < 2000):
-        if drain is not None and len(taken) % DRAIN_EVERY == 0:
-            drain()
+    samples = []
+    for _ in range(repeats):
         started = time.perf_counter()
         fn()
-        taken.append(time.perf_counter() - started)
-    return taken
-
-
-def _median_seconds(fn: Callable[[], Any], repeats: int, drain: Callable[[], None] | None) -> float:
-    taken = sorted(samples(fn, repeats=repeats, drain=drain))
-    return taken[len(taken) // 2]
+        samples.append(time.perf_counter() - started)
+    samples.sort()
+    return samples[len(samples) // 2]
 
 
 def rotating(calls: list[Callable[[], Any]]) -> Callable[[], Any]:
@@ -93,32 +70,25 @@ def _provider_args(op: Any, kwargs: dict[str, Any]) -> list[tuple[torch.device, 
     return seen
 
 
-def breakdown(
-    op_name: str,
-    inputs: list[dict[str, Any]],
-    *,
-    repeats: int = 400,
-    drain: Callable[[], None] | None = None,
-) -> dict[str, float]:
-    """Host microseconds per layer of ``op_name`` called eagerly on ``inputs`` (see module doc;
-    ``drain`` waits for the device)."""
+def breakdown(op_name: str, inputs: list[dict[str, Any]], *, repeats: int = 400) -> dict[str, float]:
+    """Host microseconds per layer of ``op_name`` called eagerly on ``inputs`` (see module doc)."""
     op = getattr(public_ops, op_name)
     dispatches = [_provider_args(op, kwargs) for kwargs in inputs]
-    public = _median_seconds(rotating([functools.partial(op, **kwargs) for kwargs in inputs]), repeats, drain)
+    public = _median_seconds(rotating([functools.partial(op, **kwargs) for kwargs in inputs]), repeats)
     row = {"public_us": public * 1e6}
     if not all(dispatches):  # returned before dispatching (an empty batch): nothing more to split
         return row
     dispatch = _median_seconds(
-        rotating([functools.partial(_each, op.dispatch, d) for d in dispatches]), repeats, drain
+        rotating([functools.partial(_each, op.dispatch, d) for d in dispatches]), repeats
     )
     bound = [[(op.provider_for(dev, args), args) for dev, args in d] for d in dispatches]
-    provider = _median_seconds(rotating([functools.partial(_call_each, b) for b in bound]), repeats, drain)
+    provider = _median_seconds(rotating([functools.partial(_call_each, b) for b in bound]), repeats)
     row |= {
         "validation_us": (public - dispatch) * 1e6,
         "dispatch_us": (dispatch - provider) * 1e6,
         "provider_us": provider * 1e6,
     }
-    stages = _launch_stages(bound[0], repeats, drain)
+    stages = _launch_stages(bound[0], repeats)
     if stages is not None:
         binder, launcher, launches = stages
         row |= {
@@ -131,7 +101,7 @@ def breakdown(
 
 
 def _launch_stages(
-    bound: list[tuple[Callable[..., None], tuple[Any, ...]]], repeats: int, drain: Callable[[], None] | None
+    bound: list[tuple[Callable[..., None], tuple[Any, ...]]], repeats: int
 ) -> tuple[float, float, int] | None:
     """Binder and launcher seconds summed over the Triton launches one call makes; None when the
     provider launches no Triton kernel through a launch plan (portable torch, say)."""
@@ -145,7 +115,7 @@ def _launch_stages(
         return None
     binder = launcher = 0.0
     for recorded in launches:
-        stages = launch.stage_seconds(*recorded, repeats=repeats, drain=drain, drain_every=DRAIN_EVERY)
+        stages = launch.stage_seconds(*recorded, repeats=repeats)
         if stages is None:
             return None
         binder += stages[0]

@@ -150,12 +150,6 @@ def section(data: dict[str, Any], source: str) -> str:
                 else ""
             )
         )
-        head.append(
-            f"- Host times: the device drained (untimed) before every {data['host_drain_every']} timed calls"
-            if data.get("host_drain_every")
-            else "- Host times: timed without draining the device, so rows whose device time exceeds their"
-            " host time measure the device (a full launch queue)"
-        )
     if data.get("copy_bandwidth_gbs"):
         head.append(f"- Device-to-device copy bandwidth: {data['copy_bandwidth_gbs']:.0f} GB/s")
     d = data["dispatch"]
@@ -230,9 +224,7 @@ def render(paths: list[str], notes: str | None = None, logs: list[str] | None = 
         "`time_us` is the median (CPU: wall time; accelerators: events around eager calls, so host-bound",
         "when the op is small), `spread_us` the interquartile range, `graph_us` the device time per call",
         "replayed from a captured graph, `x_floor` that over the empty-kernel floor, `host_us` the eager",
-        "host time per call (since the runs that record `host_drain_every`, the loop waits for the device,",
-        "untimed, before every that many calls, so that no call waits on a full launch queue) and",
-        "`host_over_launch_us` its excess over an empty Triton launch,",
+        "host time per call and `host_over_launch_us` its excess over an empty Triton launch,",
         "`host_validation_us` .. `host_launcher_us` where a Triton row's host time goes (the contract's",
         "checks, the binding lookup, the provider's Python, the argument binding -- the launch plan's",
         "reader and lookup since 0be3a37, Triton's binder before -- and the compiled launcher),",

@@ -346,19 +346,12 @@ def recording() -> Iterator[list[tuple[Kernel, tuple[int, ...], tuple[Any, ...],
 
 
 def stage_seconds(
-    kernel: Kernel,
-    grid: tuple[int, ...],
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    repeats: int = 200,
-    drain: Callable[[], None] | None = None,
-    drain_every: int = 8,
+    kernel: Kernel, grid: tuple[int, ...], args: tuple[Any, ...], kwargs: dict[str, Any], repeats: int = 200
 ) -> tuple[float, float] | None:
     """Host seconds per call of the two stages of a planned launch: finding the plan (the reader
     and the lookup: what replaces Triton's binder), and the compiled kernel's launcher (which
-    launches the kernel for real). ``drain`` (waiting for the device) runs untimed before every
-    ``drain_every`` launches, so that no timed launch waits for a full launch queue. None where the
-    launch would not take a plan (first launch, interpreter, launch hooks)."""
+    launches the kernel for real). None where the launch would not take a plan (first launch,
+    interpreter, launch hooks)."""
     if _INTERPRETED or _launch_hooks_installed():
         return None
     active = driver.active
@@ -372,15 +365,10 @@ def stage_seconds(
         kernel.plan_for(device, args, kwargs)
     plan_seconds = (time.perf_counter() - started) / repeats
     x, y, z = (*grid, 1, 1)[:3]
-    launching = 0.0
-    for done in range(0, repeats, drain_every):
-        if drain is not None:
-            drain()
-        started = time.perf_counter()
-        for _ in range(min(drain_every, repeats - done)):
-            plan.go(x, y, z, active.get_current_stream(device), values)
-        launching += time.perf_counter() - started
-    return plan_seconds, launching / repeats
+    started = time.perf_counter()
+    for _ in range(repeats):
+        plan.go(x, y, z, active.get_current_stream(device), values)
+    return plan_seconds, (time.perf_counter() - started) / repeats
 
 
 def _launch_hooks_installed() -> bool:
