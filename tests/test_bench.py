@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from spec_hal.bench import Timing, _row, bytes_moved, run
+from spec_hal.bench.report import missed_targets
 from spec_hal.errors import SpecHalError
 from spec_hal.ops import KVBuffers
 
@@ -86,6 +87,37 @@ def test_bandwidth_is_taken_from_the_graph_replay_when_measured():
     assert row["x_floor"] == 25.0 and row["host_over_launch_us"] == 4.0
     del measured["graph"]
     assert _row("move_kv_cache", "triton", {"bs": 4}, measured, "bandwidth", data)["pct_copy_bw"] == 25.0
+
+
+def test_a_row_with_a_grid_floor_is_also_read_against_it():
+    data = {"launch_floor_us": 1.0}
+    measured = {
+        "time": Timing(9.0, 1.0),
+        "graph": Timing(3.0, 0.1),
+        "grid_floor": Timing(2.5, 0.1),
+        "bytes": 8,
+    }
+    row = _row("assign_extend_cache_locs", "triton", {"bs": 512}, measured, "latency", data)
+    assert row["x_floor"] == 3.0 and row["grid_floor_us"] == 2.5 and row["x_grid_floor"] == 1.2
+
+
+def test_the_latency_target_reads_the_grid_floor_where_the_run_measured_it():
+    def row(**floors):
+        return {
+            "op": "assign_extend_cache_locs",
+            "provider": "triton",
+            "size": "bs=512",
+            "class": "latency",
+            **floors,
+        }
+
+    assert missed_targets({"launch_floor_us": 1.0, "rows": [row(x_floor=3.0, x_grid_floor=1.2)]}) == []
+    assert missed_targets({"launch_floor_us": 1.0, "rows": [row(x_floor=1.2, x_grid_floor=1.6)]}) == [
+        "- assign_extend_cache_locs, latency: bs=512: 1.6x"
+    ]
+    assert missed_targets({"launch_floor_us": 1.0, "rows": [row(x_floor=1.6)]}) == [
+        "- assign_extend_cache_locs, latency: bs=512: 1.6x"
+    ]
 
 
 def test_cpu_run_measures_every_provider_against_portable():
@@ -285,8 +317,6 @@ def test_plot_gives_each_provider_one_colour_and_keeps_the_title_clear():
 
 
 def test_missed_targets_include_an_intended_portable_provider_and_skip_an_unbound_one():
-    from spec_hal.bench.report import missed_targets
-
     def row(op, provider, intended):
         return {
             "op": op,

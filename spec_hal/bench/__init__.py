@@ -4,7 +4,8 @@ bandwidth ceiling, all measured in the same run on the same device.
 Inputs come from the conformance builders (``spec_hal.conformance.cases.<family>.BUILDERS``), so a
 benchmarked call is a conformant call. On the CPU: wall time with warm-up and repeats (median and
 spread). On accelerators: device time with events over rotating input sets, graph-replay time, and
-eager host time per call; plus an empty Triton kernel (the launch floor) and a large
+eager host time per call; plus an empty Triton kernel (the launch floor), for each Triton row
+empty kernels launched with the row's own grids and warps (its grid floor), and a large
 device-to-device copy (the bandwidth ceiling).
 """
 
@@ -195,13 +196,45 @@ def _call(op: str, kwargs: dict[str, Any]) -> Callable[[], Any]:
     return lambda: fn(**kwargs)
 
 
+#: Triton's warps per program where a launch names none.
+TRITON_DEFAULT_WARPS = 4
+#: A launch shape: the (grid, num_warps) of each Triton launch one call makes.
+LaunchShape = tuple[tuple[tuple[int, ...], int], ...]
+
+
+def launch_shape(call: Callable[[], Any]) -> LaunchShape:
+    """The grid and warps of each Triton launch ``call`` makes (it runs once); empty when it makes
+    none (a torch provider, or Triton not installed)."""
+    try:
+        from ..kernels.triton import launch
+    except ImportError:
+        return ()
+    with launch.recording() as launches:
+        call()
+    return tuple(
+        (tuple(grid), int(kwargs.get("num_warps", TRITON_DEFAULT_WARPS))) for _, grid, _, kwargs in launches
+    )
+
+
+def grid_floor(device: torch.device, shape: LaunchShape) -> Timing:
+    """Device time of empty kernels launched with ``shape``'s grids and warps, replayed from a
+    graph: the floor of a latency-bound op making those launches."""
+    from ..kernels.triton.empty import launch_empty_shaped
+
+    marker = torch.zeros(1, device=device)
+    return time_graph(lambda: launch_empty_shaped(marker, shape), device)
+
+
 def _measure(
     op: str,
     builder: Callable[..., dict[str, Any]],
     sizes: dict[str, Any],
     device: torch.device,
     provider: str,
+    floors: dict[LaunchShape, Timing] | None = None,
 ) -> dict[str, Any]:
+    """Timings of ``op`` at ``sizes`` through ``provider``; ``floors``: the grid floors measured so
+    far in this run, by launch shape (filled as new shapes come)."""
     # Three input sets rotate so caches do not flatter; one set when it alone is far larger than L2.
     first = (
         builder(device, seed=0, **sizes)
@@ -240,6 +273,11 @@ def _measure(
                     row["graph"] = time_graph(calls[0], device, generators=generators)
                 except Exception as exc:  # an uncapturable provider is a finding, not a crash
                     row["graph_error"] = f"{type(exc).__name__}: {exc}"
+                shape = launch_shape(calls[0]) if provider == registry.TRITON and "graph" in row else ()
+                if shape and floors is not None:
+                    if shape not in floors:
+                        floors[shape] = grid_floor(device, shape)
+                    row["grid_floor"] = floors[shape]
     row["bytes"] = bytes_moved(op, inputs[0])
     return row
 
@@ -294,6 +332,7 @@ def run(
             )
             data["copy_bandwidth_gbs"] = _copy_bandwidth(device)
         data["dispatch"] = dispatch_overhead(device)
+        floors: dict[LaunchShape, Timing] = {}
         plan = [
             (op, b, s)
             for op, b in sorted(builders().items())
@@ -308,7 +347,7 @@ def run(
             providers = [i.provider for i in registry.implementations(op, descriptor.name)]
             portable_time = None
             for provider in sorted(providers, key=lambda p: p != registry.PORTABLE):
-                measured = _measure(op, builder, sizes, device, provider)
+                measured = _measure(op, builder, sizes, device, provider, floors)
                 row = _row(op, provider, sizes, measured, registry.ops()[op].op_class, data)
                 row["intended"] = registry.intent_of(descriptor, op).provider
                 if provider == registry.PORTABLE:
@@ -432,6 +471,9 @@ def _row(
         row["graph_us"] = round(measured["graph"].median_us, 2)
         if data.get("launch_floor_us"):
             row["x_floor"] = round(row["graph_us"] / data["launch_floor_us"], 2)
+        if "grid_floor" in measured:  # empty kernels launched like the op's own launches
+            row["grid_floor_us"] = round(measured["grid_floor"].median_us, 2)
+            row["x_grid_floor"] = round(row["graph_us"] / measured["grid_floor"].median_us, 2)
     if "graph_error" in measured:
         row["note"] = measured["graph_error"]
     if data.get("copy_bandwidth_gbs") and op_class == "bandwidth":

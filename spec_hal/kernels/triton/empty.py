@@ -1,5 +1,7 @@
 """An empty Triton kernel: the launch floor the benchmarks divide latency-bound timings by."""
 
+from collections.abc import Sequence
+
 import torch
 import triton
 
@@ -22,3 +24,10 @@ def launch_empty(marker: torch.Tensor) -> None:
 def launch_empty_compiled(marker: torch.Tensor) -> None:
     """Through :class:`~spec_hal.kernels.triton.launch.Kernel`, as the family's kernels launch."""
     _empty_kernel_compiled[(1,)](marker)
+
+
+def launch_empty_shaped(marker: torch.Tensor, shape: Sequence[tuple[tuple[int, ...], int]]) -> None:
+    """One empty launch per ``(grid, num_warps)`` of ``shape``: the floor of an op whose launches
+    have those grids and warps."""
+    for grid, num_warps in shape:
+        _empty_kernel[grid](marker, num_warps=num_warps)
