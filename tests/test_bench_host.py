@@ -38,6 +38,37 @@ def test_inputs_rotate():
     assert calls == [0, 1, 2, 0, 1, 2]
 
 
+def test_a_loop_queues_a_bounded_number_of_launches():
+    assert host.capped_repeats(400, 0) == 400  # no launch: nothing to queue
+    assert host.capped_repeats(400, 1) == 400
+    assert host.capped_repeats(400, 2) == host.QUEUED_LAUNCHES // 2
+    assert host.capped_repeats(400, 10) == host.QUEUED_LAUNCHES // 10
+    assert host.capped_repeats(400, 10_000) == host.MIN_REPEATS
+
+
+def test_each_timing_loop_starts_with_the_device_drained(monkeypatch):
+    events = []
+    real = host._median_seconds
+
+    def timed(fn, repeats, drain):
+        events.append(("loop", repeats))
+        return real(fn, repeats, drain)
+
+    monkeypatch.setattr(host, "_median_seconds", timed)
+    host.breakdown("assign_extend_cache_locs", _inputs(), repeats=30, drain=lambda: events.append("drain"))
+    # public, dispatch and provider loops; the CPU provider launches no Triton kernel (no stages)
+    assert events == [("loop", 30), "drain"] * 3  # the drain comes first inside each loop
+
+
+def test_an_op_making_many_launches_is_timed_over_fewer_calls(monkeypatch):
+    repeats = []
+    monkeypatch.setattr(host, "_recorded_launches", lambda call: ["launch"] * 16)
+    monkeypatch.setattr(host, "_launch_stages", lambda launches, repeats, drain: None)
+    monkeypatch.setattr(host, "_median_seconds", lambda fn, count, drain: repeats.append(count) or 1e-6)
+    host.breakdown("assign_extend_cache_locs", _inputs(), repeats=400)
+    assert repeats == [host.QUEUED_LAUNCHES // 16] * 3
+
+
 def test_the_breakdown_table_reports_the_spread_over_the_launch():
     import io
 

@@ -262,7 +262,9 @@ def _measure(
             # Host time rotates the input sets (three of the same shapes, or as many as there are).
             row["host"] = time_host(host.rotating(calls))
             if provider == registry.TRITON:
-                row["host_breakdown"] = host.breakdown(op, inputs)
+                row["host_breakdown"] = host.breakdown(
+                    op, inputs, drain=functools.partial(runtime.synchronize, device)
+                )
             if runtime.supports_graph_capture(device):
                 try:
                     generators = [

@@ -13,8 +13,12 @@ set of tensors alone), :func:`breakdown` times
 and derives ``validation_us`` (public - dispatch: the contract's checks, allocations and argument
 handling), ``dispatch_us`` (dispatch - provider), ``glue_us`` (provider - the launches' stages: the
 provider's Python, sizing and the launch wrapper) and ``binder_us`` / ``launcher_us`` (summed over
-launches). Medians of many calls; the calls launch real work, so device queues stay busy and the
-figures are host time only where the device keeps up (small ops).
+launches). Medians of many calls.
+
+The calls launch real work. Where the device is slower than the host, a timing loop would fill the
+device's launch queue and then time the device (every launch waiting for a free entry). So each
+loop starts with the device drained (untimed, ``drain``) and queues at most about
+:data:`QUEUED_LAUNCHES` launches: an op making many launches per call is timed over fewer calls.
 """
 
 from __future__ import annotations
@@ -28,10 +32,25 @@ import torch
 
 from .. import ops as public_ops
 
+#: Launches one timing loop may queue: well below the depth of a device's launch queue.
+QUEUED_LAUNCHES = 512
+#: Calls a timing loop makes at least, however many launches each makes.
+MIN_REPEATS = 20
 
-def _median_seconds(fn: Callable[[], Any], repeats: int) -> float:
+
+def capped_repeats(repeats: int, launches_per_call: int) -> int:
+    """``repeats``, lowered so that a loop queues about :data:`QUEUED_LAUNCHES` launches at most
+    (never below :data:`MIN_REPEATS` calls)."""
+    if launches_per_call <= 0:
+        return repeats
+    return max(MIN_REPEATS, min(repeats, QUEUED_LAUNCHES // launches_per_call))
+
+
+def _median_seconds(fn: Callable[[], Any], repeats: int, drain: Callable[[], None] | None) -> float:
     import time
 
+    if drain is not None:
+        drain()
     for _ in range(3):
         fn()
     samples = []
@@ -70,25 +89,34 @@ def _provider_args(op: Any, kwargs: dict[str, Any]) -> list[tuple[torch.device, 
     return seen
 
 
-def breakdown(op_name: str, inputs: list[dict[str, Any]], *, repeats: int = 400) -> dict[str, float]:
-    """Host microseconds per layer of ``op_name`` called eagerly on ``inputs`` (see module doc)."""
+def breakdown(
+    op_name: str,
+    inputs: list[dict[str, Any]],
+    *,
+    repeats: int = 400,
+    drain: Callable[[], None] | None = None,
+) -> dict[str, float]:
+    """Host microseconds per layer of ``op_name`` called eagerly on ``inputs`` (see module doc;
+    ``drain`` waits for the device, before each timing loop)."""
     op = getattr(public_ops, op_name)
     dispatches = [_provider_args(op, kwargs) for kwargs in inputs]
-    public = _median_seconds(rotating([functools.partial(op, **kwargs) for kwargs in inputs]), repeats)
+    recorded = _recorded_launches(functools.partial(op, **inputs[0]))
+    repeats = capped_repeats(repeats, len(recorded))
+    public = _median_seconds(rotating([functools.partial(op, **kwargs) for kwargs in inputs]), repeats, drain)
     row = {"public_us": public * 1e6}
     if not all(dispatches):  # returned before dispatching (an empty batch): nothing more to split
         return row
     dispatch = _median_seconds(
-        rotating([functools.partial(_each, op.dispatch, d) for d in dispatches]), repeats
+        rotating([functools.partial(_each, op.dispatch, d) for d in dispatches]), repeats, drain
     )
     bound = [[(op.provider_for(dev, args), args) for dev, args in d] for d in dispatches]
-    provider = _median_seconds(rotating([functools.partial(_call_each, b) for b in bound]), repeats)
+    provider = _median_seconds(rotating([functools.partial(_call_each, b) for b in bound]), repeats, drain)
     row |= {
         "validation_us": (public - dispatch) * 1e6,
         "dispatch_us": (dispatch - provider) * 1e6,
         "provider_us": provider * 1e6,
     }
-    stages = _launch_stages(bound[0], repeats)
+    stages = _launch_stages(recorded, repeats, drain)
     if stages is not None:
         binder, launcher, launches = stages
         row |= {
@@ -100,22 +128,32 @@ def breakdown(op_name: str, inputs: list[dict[str, Any]], *, repeats: int = 400)
     return row
 
 
-def _launch_stages(
-    bound: list[tuple[Callable[..., None], tuple[Any, ...]]], repeats: int
-) -> tuple[float, float, int] | None:
-    """Binder and launcher seconds summed over the Triton launches one call makes; None when the
-    provider launches no Triton kernel through a launch plan (portable torch, say)."""
+def _recorded_launches(call: Callable[[], Any]) -> list[Any]:
+    """The Triton launches ``call`` makes (it runs once), as :func:`launch.recording` records them;
+    none without Triton."""
     try:
         from ..kernels.triton import launch
     except ImportError:
-        return None
+        return []
     with launch.recording() as launches:
-        _call_each(bound)
+        call()
+    return launches
+
+
+def _launch_stages(
+    launches: list[Any], repeats: int, drain: Callable[[], None] | None
+) -> tuple[float, float, int] | None:
+    """Binder and launcher seconds summed over the recorded Triton launches of one call; None when
+    there are none, or one does not launch through a launch plan (portable torch, say)."""
     if not launches:
         return None
+    from ..kernels.triton import launch
+
     binder = launcher = 0.0
-    for recorded in launches:
-        stages = launch.stage_seconds(*recorded, repeats=repeats)
+    for kernel, grid, args, kwargs in launches:
+        if drain is not None:
+            drain()
+        stages = launch.stage_seconds(kernel, grid, args, kwargs, repeats=repeats)
         if stages is None:
             return None
         binder += stages[0]
