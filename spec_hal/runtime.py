@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from . import registry
+from .opdef import is_compiling
 
 _HOST_TYPES = frozenset({"cpu", "meta"})
 
@@ -56,13 +57,18 @@ _RUNTIME_OF_DEVICE: dict[torch.device, tuple[int, registry.Runtime]] = {}
 _MAX_REMEMBERED_DEVICES = 64
 
 
+def _runtime_of_type(kind: str) -> registry.Runtime:
+    return HOST_RUNTIME if kind in _HOST_TYPES else registry.runtime_of(registry.vendor_for(kind))
+
+
 def _runtime(device: torch.device) -> registry.Runtime:
+    if is_compiling():  # a traced read of the map would guard on it: every registry change recompiles
+        return _runtime_of_type(device.type)
     generation = registry.STATE.generation
     found = _RUNTIME_OF_DEVICE.get(device)
     if found is not None and found[0] == generation:
         return found[1]
-    kind = device.type
-    runtime = HOST_RUNTIME if kind in _HOST_TYPES else registry.runtime_of(registry.vendor_for(kind))
+    runtime = _runtime_of_type(device.type)
     if len(_RUNTIME_OF_DEVICE) >= _MAX_REMEMBERED_DEVICES:
         _RUNTIME_OF_DEVICE.clear()
     # Filed under the generation read before resolving: a registry change meanwhile makes the next

@@ -130,11 +130,17 @@ _KIND_OF_DEVICE: dict[torch.device, str] = {}
 _MAX_REMEMBERED_DEVICES = 64
 
 
+def _kind_of_type(device_type: str) -> str:
+    return device_type if device_type in ("cpu", "meta") else "accelerator"
+
+
 def device_kind(device: torch.device) -> str:
-    """ "cpu", "meta" or "accelerator"."""
+    """The kind of ``device``: "cpu", "meta" or "accelerator"."""
+    if is_compiling():  # a traced read of the map would guard on its contents (recompiles)
+        return _kind_of_type(device.type)
     kind = _KIND_OF_DEVICE.get(device)
     if kind is None:
-        kind = device.type if device.type in ("cpu", "meta") else "accelerator"
+        kind = _kind_of_type(device.type)
         if len(_KIND_OF_DEVICE) >= _MAX_REMEMBERED_DEVICES:
             _KIND_OF_DEVICE.clear()
         _KIND_OF_DEVICE[device] = kind

@@ -103,3 +103,28 @@ def test_a_devices_runtime_is_found_again_after_the_registry_changes(monkeypatch
     answer[0] = Capturing(True)
     registry.invalidate()
     assert not runtime.is_capturing("cpu") and runtime.is_capturing(torch.device("cuda", 0))
+
+
+def test_compiled_callers_compile_once_across_registry_changes():
+    """The runtime and device-kind caches stay out of traced code: a guard on them would recompile
+    a compiled caller on every registry change (and fail ``fullgraph`` after a few)."""
+    from torch._dynamo.testing import CompileCounter
+
+    from spec_hal import ops, registry
+    from spec_hal.conformance.cases import sampling as sampling_cases
+
+    kwargs = sampling_cases.build_draft_topk1_postprocess(torch.device("cpu"), bs=3, vocab=16, seed=1)
+    del kwargs["out"]  # outputs allocated: the capture check runs
+
+    def step(logits, positions, draft_tokens):
+        values, indices = ops.draft_topk1_postprocess(logits, positions, draft_tokens, draft_token_column=1)
+        return values + 1, indices
+
+    counter = CompileCounter()
+    compiled = torch.compile(step, backend=counter, fullgraph=True)
+    args = (kwargs["logits"], kwargs["positions"], kwargs["draft_tokens"])
+    compiled(*args)
+    for _ in range(3):
+        registry.invalidate()
+        compiled(*args)
+    assert counter.frame_count == 1
