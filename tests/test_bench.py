@@ -99,6 +99,10 @@ def test_a_row_with_a_grid_floor_is_also_read_against_it():
     }
     row = _row("assign_extend_cache_locs", "triton", {"bs": 512}, measured, "latency", data)
     assert row["x_floor"] == 3.0 and row["grid_floor_us"] == 2.5 and row["x_grid_floor"] == 1.2
+    del measured["grid_floor"]
+    measured["grid_floor_error"] = "RuntimeError: no capture"
+    row = _row("assign_extend_cache_locs", "triton", {"bs": 512}, measured, "latency", data)
+    assert "x_grid_floor" not in row and row["note"] == "RuntimeError: no capture"
 
 
 def test_the_latency_target_reads_the_grid_floor_where_the_run_measured_it():

@@ -275,11 +275,15 @@ def _measure(
                     row["graph"] = time_graph(calls[0], device, generators=generators)
                 except Exception as exc:  # an uncapturable provider is a finding, not a crash
                     row["graph_error"] = f"{type(exc).__name__}: {exc}"
-                shape = launch_shape(calls[0]) if provider == registry.TRITON and "graph" in row else ()
-                if shape and floors is not None:
-                    if shape not in floors:
-                        floors[shape] = grid_floor(device, shape)
-                    row["grid_floor"] = floors[shape]
+                if provider == registry.TRITON and "graph" in row and floors is not None:
+                    try:
+                        shape = launch_shape(calls[0])
+                        if shape and shape not in floors:
+                            floors[shape] = grid_floor(device, shape)
+                        if shape:
+                            row["grid_floor"] = floors[shape]
+                    except Exception as exc:  # the row stands without its grid floor
+                        row["grid_floor_error"] = f"{type(exc).__name__}: {exc}"
     row["bytes"] = bytes_moved(op, inputs[0])
     return row
 
@@ -476,8 +480,9 @@ def _row(
         if "grid_floor" in measured:  # empty kernels launched like the op's own launches
             row["grid_floor_us"] = round(measured["grid_floor"].median_us, 2)
             row["x_grid_floor"] = round(row["graph_us"] / measured["grid_floor"].median_us, 2)
-    if "graph_error" in measured:
-        row["note"] = measured["graph_error"]
+    notes = [measured[key] for key in ("graph_error", "grid_floor_error") if key in measured]
+    if notes:
+        row["note"] = "; ".join(notes)
     if data.get("copy_bandwidth_gbs") and op_class == "bandwidth":
         # Device time: the graph replay where measured (events around eager calls include host gaps).
         device_us = row.get("graph_us") or timing.median_us
