@@ -77,9 +77,29 @@ def test_a_host_generator_is_refused_before_the_capture():
     assert "capture begins" not in log
 
 
-def test_a_devices_runtime_is_found_again_after_the_registry_changes(monkeypatch):
+def _reset_detection():
+    from spec_hal import registry
+
+    registry.reset_detection()
+
+
+def _enter_and_leave_an_emulation():
+    from spec_hal.testing import emulate
+
+    with emulate("cuda"):
+        pass
+
+
+def _invalidate():
+    from spec_hal import registry
+
+    registry.invalidate()
+
+
+@pytest.mark.parametrize("change", [_invalidate, _reset_detection, _enter_and_leave_an_emulation])
+def test_a_devices_runtime_is_found_again_after_the_registry_changes(monkeypatch, change):
     """The runtime of a device is remembered per device object, and found again once the registry
-    changed (a vendor registered, detection reset, an emulation entered)."""
+    changed (bindings dropped, detection reset, an emulation entered and left)."""
     from spec_hal import registry, runtime
 
     class Capturing:
@@ -97,11 +117,11 @@ def test_a_devices_runtime_is_found_again_after_the_registry_changes(monkeypatch
     assert runtime.is_capturing(device) and runtime.is_capturing("cuda:0")
     answer[0] = Capturing(False)
     assert runtime.is_capturing(device)  # remembered while the registry stays the same
-    registry.invalidate()
+    change()
     assert not runtime.is_capturing(device)
     assert not runtime.is_capturing(torch.device("cpu"))  # host tensors never ask a vendor
     answer[0] = Capturing(True)
-    registry.invalidate()
+    change()
     assert not runtime.is_capturing("cpu") and runtime.is_capturing(torch.device("cuda", 0))
 
 
