@@ -62,7 +62,7 @@ def test_each_timing_loop_starts_with_the_device_drained(monkeypatch):
 
 def test_an_op_making_many_launches_is_timed_over_fewer_calls(monkeypatch):
     repeats = []
-    monkeypatch.setattr(host, "_recorded_launches", lambda call: ["launch"] * 16)
+    monkeypatch.setattr(host, "recorded_launches", lambda call: ["launch"] * 16)
     monkeypatch.setattr(host, "_launch_stages", lambda launches, repeats, drain: None)
     monkeypatch.setattr(host, "_median_seconds", lambda fn, count, drain: repeats.append(count) or 1e-6)
     host.breakdown("assign_extend_cache_locs", _inputs(), repeats=400)

@@ -205,14 +205,9 @@ LaunchShape = tuple[tuple[tuple[int, ...], int], ...]
 def launch_shape(call: Callable[[], Any]) -> LaunchShape:
     """The grid and warps of each Triton launch ``call`` makes (it runs once); empty when it makes
     none (a torch provider, or Triton not installed)."""
-    try:
-        from ..kernels.triton import launch
-    except ImportError:
-        return ()
-    with launch.recording() as launches:
-        call()
     return tuple(
-        (tuple(grid), int(kwargs.get("num_warps", TRITON_DEFAULT_WARPS))) for _, grid, _, kwargs in launches
+        (tuple(grid), int(kwargs.get("num_warps", TRITON_DEFAULT_WARPS)))
+        for _, grid, _, kwargs in host.recorded_launches(call)
     )
 
 

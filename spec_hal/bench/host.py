@@ -100,7 +100,7 @@ def breakdown(
     ``drain`` waits for the device, before each timing loop)."""
     op = getattr(public_ops, op_name)
     dispatches = [_provider_args(op, kwargs) for kwargs in inputs]
-    recorded = _recorded_launches(functools.partial(op, **inputs[0]))
+    recorded = recorded_launches(functools.partial(op, **inputs[0]))
     repeats = capped_repeats(repeats, len(recorded))
     public = _median_seconds(rotating([functools.partial(op, **kwargs) for kwargs in inputs]), repeats, drain)
     row = {"public_us": public * 1e6}
@@ -128,7 +128,7 @@ def breakdown(
     return row
 
 
-def _recorded_launches(call: Callable[[], Any]) -> list[Any]:
+def recorded_launches(call: Callable[[], Any]) -> list[Any]:
     """The Triton launches ``call`` makes (it runs once), as :func:`launch.recording` records them;
     none without Triton."""
     try:

@@ -70,9 +70,7 @@ def exponential_noise(
 ) -> Tensor:
     """Exp(1) noise of the exponential race, fp32, drawn from ``generator`` (default one when None)."""
     noise = torch.empty(tuple(shape), dtype=torch.float32, device=device)
-    if (
-        generator is None or device_kind(device) == "meta"
-    ):  # meta tensors hold no data: there is nothing to draw
+    if generator is None or noise.is_meta:  # meta tensors hold no data: there is nothing to draw
         return noise.exponential_()
     return noise.exponential_(generator=generator)
 
