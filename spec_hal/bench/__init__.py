@@ -50,11 +50,13 @@ VOCABULARY_OPS = (
     "renorm_draft_probs",
     "sample_draft_proposal",
 )
-#: The renormalisation walks each row in one program from the vendor's ``row_programs`` rows on
-#: (below, it splits rows): a batch this large reaches that kernel on every vendor's configuration
-#: (a test checks it).
+#: The renormalisation walks each row longer than a program's registers hold in one program from the
+#: vendor's ``row_programs`` rows on (below, it splits rows): a batch this large at a 128k
+#: vocabulary reaches that kernel on every vendor's configuration (a test checks it).
 ROW_WALK_BENCH_BATCH = 1024
-_ROW_WALK_SIZES = {op: [{"bs": ROW_WALK_BENCH_BATCH}] for op in ("top_k_renorm_prob", "top_p_renorm_prob")}
+_ROW_WALK_SIZES = {
+    op: [{"bs": ROW_WALK_BENCH_BATCH, "vocab": 131072}] for op in ("top_k_renorm_prob", "top_p_renorm_prob")
+}
 LARGE_SIZES: dict[str, list[dict[str, Any]]] = {
     # the vocabulary-wide ops at a 128k vocabulary too (32k is the typical size)
     **{

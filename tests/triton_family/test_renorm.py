@@ -107,39 +107,55 @@ def test_garbage_probs_write_only_the_output(op):
 
 
 # --------------------------------------------------------------------------------------------------
-# The two launch shapes: one program per row, and rows split into chunks (a launch per digit)
+# The three launch shapes: a row in one program's registers, one program walking each row, and rows
+# split into chunks (a launch per digit)
 
-ONE_PROGRAM_PER_ROW = dataclasses.replace(INTERPRETER, row_programs=1)
-SPLIT_ROWS = dataclasses.replace(INTERPRETER, row_programs=64, max_grid=2)
+RESIDENT = dataclasses.replace(INTERPRETER, row_resident_lanes=4096, max_grid=2)
+ONE_PROGRAM_PER_ROW = dataclasses.replace(INTERPRETER, row_programs=1, row_resident_lanes=0)
+SPLIT_ROWS = dataclasses.replace(INTERPRETER, row_programs=64, max_grid=2, row_resident_lanes=0)
+SHAPES = {"resident": RESIDENT, "per_row": ONE_PROGRAM_PER_ROW, "split": SPLIT_ROWS}
 
 
 @pytest.mark.parametrize("vendor", TRITON_VENDORS)
-def test_the_many_rows_cases_reach_the_one_program_per_row_kernel(vendor):
-    """The conformance suite's ``many_rows`` cases and the bench's largest renorm batch run through
-    the kernel that walks each row in one program, under every vendor's configuration."""
+def test_the_conformance_and_bench_sizes_reach_every_launch_shape(vendor):
+    """On every vendor's configuration, the conformance suite's accelerator cases and the bench's
+    renorm sizes reach all three kernels: ``many_rows`` at a short vocabulary the resident one,
+    ``many_rows_wide`` the one walking each row, the 128k cases the split one."""
     from spec_hal.bench import ROW_WALK_BENCH_BATCH
 
     config = VENDOR_CONFIGS[vendor]
-    assert renorm_kernels._plan(config, ROW_WALK_BENCH_BATCH, 32768)[2] == 32768
-    for op in OPS:
-        cases = [c for c in all_cases() if c.op == op and "[many_rows" in c.name]
-        assert len(cases) == 2  # per-row and scalar parameters
-        for case in cases:
-            probs = case.build(torch.device("cpu"))["probs"]
-            assert renorm_kernels._plan(config, *probs.shape)[2] == probs.shape[1]
+    assert renorm_kernels._plan(config, ROW_WALK_BENCH_BATCH, 131072)[0] == renorm_kernels.ROWS
+    assert renorm_kernels._plan(config, 64, 32768)[0] == renorm_kernels.RESIDENT
+    # The first prefix a case's name starts with says its shape.
+    want = {
+        "many_rows_wide": renorm_kernels.ROWS,
+        "many_rows": renorm_kernels.RESIDENT,
+        "v128k": renorm_kernels.SPLIT,
+    }
+    reached = set()
+    for case in all_cases():
+        name = case.name.partition("[")[2]
+        prefix = next((p for p in want if name.startswith(p)), None)
+        if case.op in OPS and prefix is not None:
+            sizes = case.build.keywords
+            assert renorm_kernels._plan(config, sizes["bs"], sizes["vocab"])[0] == want[prefix], case.name
+            reached.add((case.op, prefix))
+    assert reached == {(op, prefix) for op in OPS for prefix in want}
 
 
-def test_the_interpreter_configurations_take_both_shapes():
-    """The interpreter's own configuration splits the few rows of the small cases, and these two
-    configurations pin each shape (so the cases below run through both)."""
+def test_the_interpreter_configurations_take_every_shape():
+    """The interpreter's own configuration holds the small cases' rows in registers and splits the
+    wider ones; the configurations below pin each shape (so the cases below run through all three)."""
     tile = INTERPRETER.copy_block_bytes // 4  # split rows are chunks of whole copy tiles
-    assert renorm_kernels._plan(INTERPRETER, 2, 200)[2] < 200
-    assert renorm_kernels._plan(ONE_PROGRAM_PER_ROW, 2, 200)[2] == 200
-    assert renorm_kernels._plan(SPLIT_ROWS, 5, 300) == (tile, 1, tile)  # one tile per chunk
-    assert renorm_kernels._plan(SPLIT_ROWS, 5, tile)[2] == tile  # a row of one tile: one program
+    assert renorm_kernels._plan(INTERPRETER, 2, 200)[0] == renorm_kernels.RESIDENT
+    assert renorm_kernels._plan(INTERPRETER, 2, 2500)[0] == renorm_kernels.SPLIT
+    assert renorm_kernels._plan(RESIDENT, 5, 300)[0] == renorm_kernels.RESIDENT
+    assert renorm_kernels._plan(ONE_PROGRAM_PER_ROW, 2, 200)[::3] == (renorm_kernels.ROWS, 200)
+    assert renorm_kernels._plan(SPLIT_ROWS, 5, 300) == (renorm_kernels.SPLIT, tile, 1, tile)
+    assert renorm_kernels._plan(SPLIT_ROWS, 5, tile)[::3] == (renorm_kernels.ROWS, tile)  # one chunk
 
 
-@pytest.mark.parametrize("config", [ONE_PROGRAM_PER_ROW, SPLIT_ROWS], ids=["per_row", "split"])
+@pytest.mark.parametrize("config", SHAPES.values(), ids=SHAPES.keys())
 @pytest.mark.parametrize("rows", renorm_cases.ROWS)
 @pytest.mark.parametrize("op", OPS)
 def test_both_shapes_agree_with_the_reference(op, rows, config):
@@ -154,7 +170,7 @@ def test_both_shapes_agree_with_the_reference(op, rows, config):
     assert_providers_agree(op, provider(op, config), args)
 
 
-@pytest.mark.parametrize("config", [ONE_PROGRAM_PER_ROW, SPLIT_ROWS], ids=["per_row", "split"])
+@pytest.mark.parametrize("config", SHAPES.values(), ids=SHAPES.keys())
 def test_a_top_p_target_that_rounds_to_zero_keeps_the_row_maximum(config):
     """``top_p * total`` below float32's range: the smallest kept prefix is the maximum alone (a
     target of 0 held at every digit and kept nothing). Scalar tiny top_p values too."""
@@ -169,7 +185,7 @@ def test_a_top_p_target_that_rounds_to_zero_keeps_the_row_maximum(config):
     assert out.tolist() == [[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0]]
 
 
-@pytest.mark.parametrize("config", [ONE_PROGRAM_PER_ROW, SPLIT_ROWS], ids=["per_row", "split"])
+@pytest.mark.parametrize("config", SHAPES.values(), ids=SHAPES.keys())
 @pytest.mark.parametrize("op", OPS)
 def test_negative_zeros_are_zeros(op, config):
     """-0.0 is a probability of 0: counted as one, and kept with its sign like the reference's

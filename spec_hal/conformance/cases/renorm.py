@@ -33,6 +33,8 @@ LARGE_VOCAB = 131072
 ROWS = ("peaked", "flat", "ties", "one_hot", "equal")
 #: More rows than any vendor configuration's ``row_programs`` (a test checks it).
 ROW_WALK_BATCH = 1100
+#: The longest row any vendor configuration holds in registers (a test checks it).
+RESIDENT_VOCAB_LIMIT = 32768
 
 
 def _rng(seed: int) -> torch.Generator:
@@ -254,14 +256,18 @@ def _edge_cases() -> list[Case]:
             ),
             _case(p, f"v128k_{rows}", bs=4, vocab=LARGE_VOCAB, rows=rows, p_values=(0.5, 0.9, 0.99, 1.0)),
         ]
-    # More rows than any vendor's row_programs: one program walks each whole row (with fewer rows,
-    # each row is split over several programs).
+    # More rows than any vendor's row_programs. Rows that fit a program's registers are read once
+    # into them (at any batch); longer ones are walked by one program each (with fewer rows, each
+    # row is split over several programs, as in the 128k cases above).
     many_rows: dict[str, Any] = {"bs": ROW_WALK_BATCH, "vocab": 3000}
+    many_rows_wide: dict[str, Any] = {"bs": ROW_WALK_BATCH, "vocab": RESIDENT_VOCAB_LIMIT + 232}
     edges += [
         _case(k, "many_rows", rows="peaked", k_values=(1, 7, 100, 2999, 0), **many_rows),
         _case(k, "many_rows_scalar_k", rows="flat", k=100, **many_rows),
         _case(p, "many_rows", rows="flat", p_values=(0.25, 0.9, 0.999, 1.0), **many_rows),
         _case(p, "many_rows_scalar_p", rows="peaked", p=0.9, **many_rows),
+        _case(k, "many_rows_wide", rows="peaked", k_values=(1, 50, 4000, 0), **many_rows_wide),
+        _case(p, "many_rows_wide", rows="flat", p_values=(0.5, 0.9, 0.999, 1.0), **many_rows_wide),
     ]
     return edges
 

@@ -23,6 +23,9 @@ class LaunchConfig:
         row_block_bytes: bytes per step of those walks.
         row_programs: programs that fill the device: below this many rows, such kernels split each
             row into chunks (one program each) to have about this many.
+        row_resident_lanes: the longest row such a kernel holds in one program's registers (read
+            once, every pass over registers, written from there) with ``row_num_warps`` warps; longer
+            rows are walked in memory. 0: never.
         max_grid: largest grid dimension the device accepts (programs loop beyond it).
     """
 
@@ -35,6 +38,7 @@ class LaunchConfig:
     row_num_warps: int = 16
     row_block_bytes: int = 65536
     row_programs: int = 256
+    row_resident_lanes: int = 32768
     max_grid: int = 65535
     _hash: int = field(init=False, repr=False, compare=False)
 
@@ -58,4 +62,5 @@ INTERPRETER = LaunchConfig(
     row_num_warps=1,
     row_block_bytes=256,
     row_programs=8,
+    row_resident_lanes=256,
 )

@@ -50,6 +50,9 @@ _KEY_BITS = tl.constexpr(31)
 #: launch per digit instead, so theirs are wider.
 _ROW_DIGIT_BITS = (5, 2)
 _SPLIT_DIGIT_BITS = (8, 4)
+#: Top-k's digit width when the row is in registers: a pass reads no memory, so wide digits (few
+#: passes, each a ``tl.histogram`` of the tile) pay.
+_RESIDENT_DIGIT_BITS = tl.constexpr(8)
 #: Blocks of a mass pass loaded per step (more keep more registers live than the kernel has).
 _UNROLL = tl.constexpr(4)
 _KEY_MIN = tl.constexpr(-(2**31))
@@ -93,16 +96,26 @@ def _count_pass(
     ``prefix``'s (the bracket): the count of each digit (bits ``SHIFT .. HIGH - 1``); and the mass of
     the keys above the bracket."""
     NUM_DIGITS: tl.constexpr = tl.constexpr(1) << (HIGH - SHIFT)
-    head = prefix >> HIGH
     counts = tl.zeros([NUM_DIGITS], tl.int32)
     mass_above = tl.zeros([BLOCK_V], tl.float32)
     for start in range(begin, end, BLOCK_V):
         _, inside, values, keys = _load_row_block(row_ptr, stride_v, start, end, BLOCK_V)
-        key_head = keys >> HIGH
-        digits = (keys >> SHIFT) & (NUM_DIGITS - 1)
-        counts += tl.histogram(digits, NUM_DIGITS, mask=inside & (key_head == head))
-        mass_above += tl.where(inside & (key_head > head), values, 0.0)
+        block_counts, block_above = _count_block(values, keys, inside, prefix, HIGH, SHIFT)
+        counts += block_counts
+        mass_above += block_above
     return counts, tl.sum(mass_above, 0)
+
+
+@triton.jit
+def _count_block(values, keys, inside, prefix, HIGH: tl.constexpr, SHIFT: tl.constexpr):
+    """Of the lanes of one block: the bracket's count of each digit, and each lane's value where its
+    key lies above the bracket (0 elsewhere)."""
+    NUM_DIGITS: tl.constexpr = tl.constexpr(1) << (HIGH - SHIFT)
+    head = prefix >> HIGH
+    key_head = keys >> HIGH
+    digits = (keys >> SHIFT) & (NUM_DIGITS - 1)
+    counts = tl.histogram(digits, NUM_DIGITS, mask=inside & (key_head == head))
+    return counts, tl.where(inside & (key_head > head), values, 0.0)
 
 
 @triton.jit
@@ -191,9 +204,14 @@ def _write_range(
 ):  # fmt: skip
     for start in range(begin, end, BLOCK_V):
         offsets, inside, values, keys = _load_row_block(row_ptr, stride_v, start, end, BLOCK_V)
-        # IEEE division: the reference's p / sum(kept).
-        renormalised = tl.where(keys >= tau_key, tl.div_rn(values, kept_mass), 0.0)
-        tl.store(out_row + offsets.to(tl.int64) * out_stride_v, renormalised, mask=inside)
+        _store_renormalised(out_row, out_stride_v, offsets, inside, values, keys, tau_key, kept_mass)
+
+
+@triton.jit
+def _store_renormalised(out_row, out_stride_v, offsets, inside, values, keys, tau_key, kept_mass):
+    # IEEE division: the reference's p / sum(kept).
+    renormalised = tl.where(keys >= tau_key, tl.div_rn(values, kept_mass), 0.0)
+    tl.store(out_row + offsets.to(tl.int64) * out_stride_v, renormalised, mask=inside)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -282,6 +300,83 @@ def _renorm_rows_kernel(
             row_ptr, probs_stride_v, out_ptr + row * out_stride_b, out_stride_v, 0, vocab, tau_key, kept_mass,
             BLOCK_V,
         )  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------------
+# One program per row, the row held in registers
+
+
+@triton.jit
+def _resident_top_k_threshold(values, keys, inside, k, DIGIT: tl.constexpr):
+    """(tau's key, sum of the kept values) of a row held in registers, for 1 <= k < V."""
+    prefix = tl.zeros((), tl.int32)
+    count_above = tl.zeros((), tl.int64)
+    kept_mass = tl.zeros((), tl.float32)
+    for level in tl.static_range((_KEY_BITS + DIGIT - 1) // DIGIT):
+        prefix, count_above, kept_mass = _resident_top_k_digit(
+            values, keys, inside, k, prefix, count_above, level, DIGIT
+        )
+    return prefix, kept_mass
+
+
+@triton.jit
+def _resident_top_k_digit(
+    values, keys, inside, k, prefix, count_above, LEVEL: tl.constexpr, DIGIT: tl.constexpr
+):  # fmt: skip
+    HIGH: tl.constexpr = _KEY_BITS - LEVEL * DIGIT
+    SHIFT: tl.constexpr = (HIGH - DIGIT) * (HIGH > DIGIT)
+    counts, above = _count_block(values, keys, inside, prefix, HIGH, SHIFT)
+    return _top_k_select(counts, tl.sum(above, 0), prefix, count_above, k, HIGH, SHIFT)
+
+
+@triton.jit
+def _resident_top_p_threshold(values, keys, top_p):
+    """(tau's key, sum of the kept values) of a row held in registers, for top_p < 1: a bisection of
+    the keys. The condition holds at key 0 (the whole row's mass) and not past the largest key; each
+    step halves the keys between, so after 31 steps ``low`` is the largest key where it holds, which
+    is a key of the row (the mass changes there). Mass sums are over registers: no pass reads memory."""
+    total = tl.sum(values, 0)
+    target = top_p * total
+    low = tl.zeros((), tl.int32)
+    high = tl.zeros((), tl.int32) + 0x7FFFFFFF
+    kept_mass = total
+    for _ in range(_KEY_BITS):
+        middle = low + (high - low) // 2
+        mass = tl.sum(tl.where(keys >= middle, values, 0.0), 0)
+        # Not 0: a target that rounds to 0 would hold above the row's maximum and keep nothing.
+        holds = (mass >= target) & (mass > 0)
+        low = tl.where(holds, middle, low)
+        high = tl.where(holds, high, middle)
+        kept_mass = tl.where(holds, mass, kept_mass)
+    return low, kept_mass
+
+
+@kernel
+@triton.jit
+def _renorm_resident_kernel(
+    probs_ptr, probs_stride_b, probs_stride_v,
+    out_ptr, out_stride_b, out_stride_v,
+    param_ptr, param_stride, param_value,
+    batch, vocab,
+    TOP_P: tl.constexpr, PER_ROW: tl.constexpr, BLOCK_V: tl.constexpr, DIGIT: tl.constexpr,
+):  # fmt: skip
+    """Each row read once into a ``BLOCK_V``-lane register tile (``BLOCK_V >= vocab``), tau found
+    there, the output written from it; ``param`` as in :func:`_renorm_rows_kernel`."""
+    for program_row in range(tl.program_id(0), batch, tl.num_programs(0)):
+        row = tl.zeros((), tl.int64) + program_row
+        row_ptr = probs_ptr + row * probs_stride_b
+        param, keep_all = _row_parameter(param_ptr, param_stride, param_value, row, vocab, TOP_P, PER_ROW)
+        offsets, inside, values, keys = _load_row_block(row_ptr, probs_stride_v, 0, vocab, BLOCK_V)
+        if keep_all:
+            tau_key = tl.zeros((), tl.int32) + _KEY_MIN
+            kept_mass = tl.sum(values, 0)
+        elif TOP_P:
+            tau_key, kept_mass = _resident_top_p_threshold(values, keys, param)
+        else:
+            tau_key, kept_mass = _resident_top_k_threshold(values, keys, inside, param, DIGIT)
+        _store_renormalised(
+            out_ptr + row * out_stride_b, out_stride_v, offsets, inside, values, keys, tau_key, kept_mass
+        )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -431,18 +526,28 @@ def _renorm_write_kernel(
 # Launchers
 
 
+#: The three launch shapes (see the module docstring).
+RESIDENT, ROWS, SPLIT = "resident", "rows", "split"
+
+
 @functools.lru_cache(maxsize=1024)
-def _plan(config: LaunchConfig, batch: int, vocab: int) -> tuple[int, int, int]:
-    """(lanes per tile, warps, lanes of a row per program). Enough rows to fill the device: one
-    program per row walking it in the row tile. Fewer: each row in chunks of whole copy tiles, about
-    ``config.row_programs`` programs in all (a row in one chunk takes the one-program kernel)."""
+def _plan(config: LaunchConfig, batch: int, vocab: int) -> tuple[str, int, int, int]:
+    """(launch shape, lanes per tile, warps, lanes of a row per program). A row that fits
+    ``config.row_resident_lanes``: one program per row holding it in one tile. Else, enough rows to
+    fill the device: one program per row walking it in the row tile. Fewer: each row in chunks of
+    whole copy tiles, about ``config.row_programs`` programs in all (a row in one chunk takes the
+    one-program kernel)."""
+    if vocab <= config.row_resident_lanes:
+        block_v = next_power_of_2(vocab)
+        return RESIDENT, block_v, warps(block_v, 4, config.warp_size, config.row_num_warps), vocab
     if batch >= config.row_programs:
         block_v = min(next_power_of_2(config.row_block_bytes // 4), next_power_of_2(vocab))
-        return block_v, warps(block_v, 4, config.warp_size, config.row_num_warps), vocab
+        return ROWS, block_v, warps(block_v, 4, config.warp_size, config.row_num_warps), vocab
     block_v = min(next_power_of_2(config.copy_block_bytes // 4), next_power_of_2(vocab))
     chunks_per_row = max(cdiv(config.row_programs, batch), 1)
-    chunk = cdiv(cdiv(vocab, chunks_per_row), block_v) * block_v
-    return block_v, warps(block_v, 4, config.warp_size, config.copy_num_warps), min(chunk, vocab)
+    chunk = min(cdiv(cdiv(vocab, chunks_per_row), block_v) * block_v, vocab)
+    shape = ROWS if chunk >= vocab else SPLIT
+    return shape, block_v, warps(block_v, 4, config.warp_size, config.copy_num_warps), chunk
 
 
 def _launch(
@@ -456,11 +561,19 @@ def _launch(
     batch, vocab = probs.shape
     if batch == 0:
         return
-    block_v, num_warps, chunk = _plan(config, batch, vocab)
+    shape, block_v, num_warps, chunk = _plan(config, batch, vocab)
     param_args = (param, 0 if param is None else param.stride(0), param_value)
-    if chunk >= vocab:
+    rows_grid = (min(batch, config.max_grid),)
+    if shape == RESIDENT:
+        _renorm_resident_kernel[rows_grid](
+            probs, *probs.stride(), out, *out.stride(), *param_args, batch, vocab,
+            TOP_P=top_p, PER_ROW=param is not None, BLOCK_V=block_v, DIGIT=_RESIDENT_DIGIT_BITS.value,
+            num_warps=num_warps,
+        )  # fmt: skip
+        return
+    if shape == ROWS:
         digit = _ROW_DIGIT_BITS[top_p]
-        _renorm_rows_kernel[(min(batch, config.max_grid),)](
+        _renorm_rows_kernel[rows_grid](
             probs, *probs.stride(), out, *out.stride(), *param_args, batch, vocab,
             TOP_P=top_p, PER_ROW=param is not None, BLOCK_V=block_v, BLOCK_R=max(block_v >> digit, 1),
             DIGIT=digit, num_warps=num_warps,
