@@ -50,9 +50,6 @@ _KEY_BITS = tl.constexpr(31)
 #: launch per digit instead, so theirs are wider.
 _ROW_DIGIT_BITS = (5, 2)
 _SPLIT_DIGIT_BITS = (8, 4)
-#: Top-k's digit width when the row is in registers: a pass reads no memory, so wide digits (few
-#: passes, each a ``tl.histogram`` of the tile) pay.
-_RESIDENT_DIGIT_BITS = tl.constexpr(8)
 #: Blocks of a mass pass loaded per step (more keep more registers live than the kernel has).
 _UNROLL = tl.constexpr(4)
 _KEY_MIN = tl.constexpr(-(2**31))
@@ -96,26 +93,16 @@ def _count_pass(
     ``prefix``'s (the bracket): the count of each digit (bits ``SHIFT .. HIGH - 1``); and the mass of
     the keys above the bracket."""
     NUM_DIGITS: tl.constexpr = tl.constexpr(1) << (HIGH - SHIFT)
+    head = prefix >> HIGH
     counts = tl.zeros([NUM_DIGITS], tl.int32)
     mass_above = tl.zeros([BLOCK_V], tl.float32)
     for start in range(begin, end, BLOCK_V):
         _, inside, values, keys = _load_row_block(row_ptr, stride_v, start, end, BLOCK_V)
-        block_counts, block_above = _count_block(values, keys, inside, prefix, HIGH, SHIFT)
-        counts += block_counts
-        mass_above += block_above
+        key_head = keys >> HIGH
+        digits = (keys >> SHIFT) & (NUM_DIGITS - 1)
+        counts += tl.histogram(digits, NUM_DIGITS, mask=inside & (key_head == head))
+        mass_above += tl.where(inside & (key_head > head), values, 0.0)
     return counts, tl.sum(mass_above, 0)
-
-
-@triton.jit
-def _count_block(values, keys, inside, prefix, HIGH: tl.constexpr, SHIFT: tl.constexpr):
-    """Of the lanes of one block: the bracket's count of each digit, and each lane's value where its
-    key lies above the bracket (0 elsewhere)."""
-    NUM_DIGITS: tl.constexpr = tl.constexpr(1) << (HIGH - SHIFT)
-    head = prefix >> HIGH
-    key_head = keys >> HIGH
-    digits = (keys >> SHIFT) & (NUM_DIGITS - 1)
-    counts = tl.histogram(digits, NUM_DIGITS, mask=inside & (key_head == head))
-    return counts, tl.where(inside & (key_head > head), values, 0.0)
 
 
 @triton.jit
@@ -204,13 +191,13 @@ def _write_range(
 ):  # fmt: skip
     for start in range(begin, end, BLOCK_V):
         offsets, inside, values, keys = _load_row_block(row_ptr, stride_v, start, end, BLOCK_V)
-        _store_renormalised(out_row, out_stride_v, offsets, inside, values, keys, tau_key, kept_mass)
+        _store_renormalised(out_row, out_stride_v, offsets, inside, values, keys >= tau_key, kept_mass)
 
 
 @triton.jit
-def _store_renormalised(out_row, out_stride_v, offsets, inside, values, keys, tau_key, kept_mass):
+def _store_renormalised(out_row, out_stride_v, offsets, inside, values, kept, kept_mass):
     # IEEE division: the reference's p / sum(kept).
-    renormalised = tl.where(keys >= tau_key, tl.div_rn(values, kept_mass), 0.0)
+    renormalised = tl.where(kept, tl.div_rn(values, kept_mass), 0.0)
     tl.store(out_row + offsets.to(tl.int64) * out_stride_v, renormalised, mask=inside)
 
 
@@ -307,48 +294,30 @@ def _renorm_rows_kernel(
 
 
 @triton.jit
-def _resident_top_k_threshold(values, keys, inside, k, DIGIT: tl.constexpr):
-    """(tau's key, sum of the kept values) of a row held in registers, for 1 <= k < V."""
-    prefix = tl.zeros((), tl.int32)
-    count_above = tl.zeros((), tl.int64)
-    kept_mass = tl.zeros((), tl.float32)
-    for level in tl.static_range((_KEY_BITS + DIGIT - 1) // DIGIT):
-        prefix, count_above, kept_mass = _resident_top_k_digit(
-            values, keys, inside, k, prefix, count_above, level, DIGIT
-        )
-    return prefix, kept_mass
-
-
-@triton.jit
-def _resident_top_k_digit(
-    values, keys, inside, k, prefix, count_above, LEVEL: tl.constexpr, DIGIT: tl.constexpr
-):  # fmt: skip
-    HIGH: tl.constexpr = _KEY_BITS - LEVEL * DIGIT
-    SHIFT: tl.constexpr = (HIGH - DIGIT) * (HIGH > DIGIT)
-    counts, above = _count_block(values, keys, inside, prefix, HIGH, SHIFT)
-    return _top_k_select(counts, tl.sum(above, 0), prefix, count_above, k, HIGH, SHIFT)
-
-
-@triton.jit
-def _resident_top_p_threshold(values, keys, top_p):
-    """(tau's key, sum of the kept values) of a row held in registers, for top_p < 1: a bisection of
-    the keys. The condition holds at key 0 (the whole row's mass) and not past the largest key; each
-    step halves the keys between, so after 31 steps ``low`` is the largest key where it holds, which
-    is a key of the row (the mass changes there). Mass sums are over registers: no pass reads memory."""
-    total = tl.sum(values, 0)
-    target = top_p * total
+def _resident_threshold(values, inside, param, TOP_P: tl.constexpr):
+    """(tau as a float32, sum of the kept values) of a row held in registers (``values``, 0 outside
+    the row), for 1 <= k < V or top_p < 1: a bisection of the keys. The condition (see the module
+    docstring) holds at key 0 and not at the largest key; each step halves the keys between, so
+    after 31 steps ``low`` is the largest key where it holds, which is a key of the row (the count or
+    the mass changes there). Keys are compared as the floats they encode (the same order for
+    non-negative values, and -0.0 counts as 0), so the row is held once, as values."""
+    if TOP_P:
+        target = param * tl.sum(values, 0)
     low = tl.zeros((), tl.int32)
     high = tl.zeros((), tl.int32) + 0x7FFFFFFF
-    kept_mass = total
     for _ in range(_KEY_BITS):
         middle = low + (high - low) // 2
-        mass = tl.sum(tl.where(keys >= middle, values, 0.0), 0)
-        # Not 0: a target that rounds to 0 would hold above the row's maximum and keep nothing.
-        holds = (mass >= target) & (mass > 0)
+        at_or_above = inside & (values >= middle.to(tl.float32, bitcast=True))
+        if TOP_P:
+            mass = tl.sum(tl.where(at_or_above, values, 0.0), 0)
+            # Not 0: a target that rounds to 0 would hold above the row's maximum and keep nothing.
+            holds = (mass >= target) & (mass > 0)
+        else:
+            holds = tl.sum(at_or_above.to(tl.int32), 0) >= param
         low = tl.where(holds, middle, low)
         high = tl.where(holds, high, middle)
-        kept_mass = tl.where(holds, mass, kept_mass)
-    return low, kept_mass
+    tau = low.to(tl.float32, bitcast=True)
+    return tau, tl.sum(tl.where(inside & (values >= tau), values, 0.0), 0)
 
 
 @kernel
@@ -358,7 +327,7 @@ def _renorm_resident_kernel(
     out_ptr, out_stride_b, out_stride_v,
     param_ptr, param_stride, param_value,
     batch, vocab,
-    TOP_P: tl.constexpr, PER_ROW: tl.constexpr, BLOCK_V: tl.constexpr, DIGIT: tl.constexpr,
+    TOP_P: tl.constexpr, PER_ROW: tl.constexpr, BLOCK_V: tl.constexpr,
 ):  # fmt: skip
     """Each row read once into a ``BLOCK_V``-lane register tile (``BLOCK_V >= vocab``), tau found
     there, the output written from it; ``param`` as in :func:`_renorm_rows_kernel`."""
@@ -366,16 +335,17 @@ def _renorm_resident_kernel(
         row = tl.zeros((), tl.int64) + program_row
         row_ptr = probs_ptr + row * probs_stride_b
         param, keep_all = _row_parameter(param_ptr, param_stride, param_value, row, vocab, TOP_P, PER_ROW)
-        offsets, inside, values, keys = _load_row_block(row_ptr, probs_stride_v, 0, vocab, BLOCK_V)
+        offsets = tl.arange(0, BLOCK_V)
+        inside = offsets < vocab
+        values = tl.load(row_ptr + offsets.to(tl.int64) * probs_stride_v, mask=inside, other=0.0)
         if keep_all:
-            tau_key = tl.zeros((), tl.int32) + _KEY_MIN
+            kept = inside
             kept_mass = tl.sum(values, 0)
-        elif TOP_P:
-            tau_key, kept_mass = _resident_top_p_threshold(values, keys, param)
         else:
-            tau_key, kept_mass = _resident_top_k_threshold(values, keys, inside, param, DIGIT)
+            tau, kept_mass = _resident_threshold(values, inside, param, TOP_P)
+            kept = values >= tau
         _store_renormalised(
-            out_ptr + row * out_stride_b, out_stride_v, offsets, inside, values, keys, tau_key, kept_mass
+            out_ptr + row * out_stride_b, out_stride_v, offsets, inside, values, kept, kept_mass
         )
 
 
@@ -567,8 +537,7 @@ def _launch(
     if shape == RESIDENT:
         _renorm_resident_kernel[rows_grid](
             probs, *probs.stride(), out, *out.stride(), *param_args, batch, vocab,
-            TOP_P=top_p, PER_ROW=param is not None, BLOCK_V=block_v, DIGIT=_RESIDENT_DIGIT_BITS.value,
-            num_warps=num_warps,
+            TOP_P=top_p, PER_ROW=param is not None, BLOCK_V=block_v, num_warps=num_warps,
         )  # fmt: skip
         return
     if shape == ROWS:
