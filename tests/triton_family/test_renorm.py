@@ -124,8 +124,12 @@ def test_the_conformance_and_bench_sizes_reach_every_launch_shape(vendor):
     from spec_hal.bench import ROW_WALK_BENCH_BATCH
 
     config = VENDOR_CONFIGS[vendor]
-    assert renorm_kernels._plan(config, ROW_WALK_BENCH_BATCH, 131072)[0] == renorm_kernels.ROWS
-    assert renorm_kernels._plan(config, 64, 32768)[0] == renorm_kernels.RESIDENT
+    for top_p in (False, True):
+        assert renorm_kernels._plan(config, ROW_WALK_BENCH_BATCH, 131072, top_p)[0] == renorm_kernels.ROWS
+        assert renorm_kernels._plan(config, 64, 32768, top_p)[0] == renorm_kernels.RESIDENT
+    # A few rows: top-k splits them over programs, top-p holds each in one program's registers.
+    assert renorm_kernels._plan(config, 8, 32768, False)[0] == renorm_kernels.SPLIT
+    assert renorm_kernels._plan(config, 8, 32768, True)[0] == renorm_kernels.RESIDENT
     # The first prefix a case's name starts with says its shape.
     want = {
         "many_rows_wide": renorm_kernels.ROWS,
@@ -138,21 +142,28 @@ def test_the_conformance_and_bench_sizes_reach_every_launch_shape(vendor):
         prefix = next((p for p in want if name.startswith(p)), None)
         if case.op in OPS and prefix is not None:
             sizes = case.build.keywords
-            assert renorm_kernels._plan(config, sizes["bs"], sizes["vocab"])[0] == want[prefix], case.name
+            shape = renorm_kernels._plan(config, sizes["bs"], sizes["vocab"], case.op == P)[0]
+            assert shape == want[prefix], case.name
             reached.add((case.op, prefix))
     assert reached == {(op, prefix) for op in OPS for prefix in want}
 
 
 def test_the_interpreter_configurations_take_every_shape():
-    """The interpreter's own configuration holds the small cases' rows in registers and splits the
-    wider ones; the configurations below pin each shape (so the cases below run through all three)."""
+    """The interpreter's own configuration holds the small cases' rows in registers (top-k's from two
+    rows on) and splits the wider ones; the configurations below pin each shape (so the cases below
+    run through all three)."""
     tile = INTERPRETER.copy_block_bytes // 4  # split rows are chunks of whole copy tiles
-    assert renorm_kernels._plan(INTERPRETER, 2, 200)[0] == renorm_kernels.RESIDENT
-    assert renorm_kernels._plan(INTERPRETER, 2, 2500)[0] == renorm_kernels.SPLIT
-    assert renorm_kernels._plan(RESIDENT, 5, 300)[0] == renorm_kernels.RESIDENT
-    assert renorm_kernels._plan(ONE_PROGRAM_PER_ROW, 2, 200)[::3] == (renorm_kernels.ROWS, 200)
-    assert renorm_kernels._plan(SPLIT_ROWS, 5, 300) == (renorm_kernels.SPLIT, tile, 1, tile)
-    assert renorm_kernels._plan(SPLIT_ROWS, 5, tile)[::3] == (renorm_kernels.ROWS, tile)  # one chunk
+    plan = renorm_kernels._plan
+    for top_p in (False, True):
+        assert plan(INTERPRETER, 2, 200, top_p)[0] == renorm_kernels.RESIDENT
+        assert plan(INTERPRETER, 2, 2500, top_p)[0] == renorm_kernels.SPLIT
+        assert plan(RESIDENT, 5, 300, top_p)[0] == renorm_kernels.RESIDENT
+        assert plan(ONE_PROGRAM_PER_ROW, 2, 200, top_p)[::3] == (renorm_kernels.ROWS, 200)
+        assert plan(SPLIT_ROWS, 5, 300, top_p) == (renorm_kernels.SPLIT, tile, 1, tile)
+        assert plan(SPLIT_ROWS, 5, tile, top_p)[::3] == (renorm_kernels.ROWS, tile)  # one chunk
+    # One row: top-k counts in memory (both of the other shapes), top-p holds it in registers.
+    assert plan(INTERPRETER, 1, 200, False)[0] == renorm_kernels.SPLIT
+    assert plan(INTERPRETER, 1, 200, True)[0] == renorm_kernels.RESIDENT
 
 
 @pytest.mark.parametrize("config", SHAPES.values(), ids=SHAPES.keys())

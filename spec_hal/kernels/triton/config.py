@@ -26,6 +26,9 @@ class LaunchConfig:
         row_resident_lanes: the longest row such a kernel holds in one program's registers (read
             once, every pass over registers, written from there) with ``row_num_warps`` warps; longer
             rows are walked in memory. 0: never.
+        row_resident_top_k_rows: the fewest rows for which top-k holds rows in registers (its
+            bisection there takes one program per row; with fewer rows, splitting each row over
+            many programs that count in memory is faster). Top-p holds them at any batch.
         max_grid: largest grid dimension the device accepts (programs loop beyond it).
     """
 
@@ -39,6 +42,7 @@ class LaunchConfig:
     row_block_bytes: int = 65536
     row_programs: int = 256
     row_resident_lanes: int = 32768
+    row_resident_top_k_rows: int = 32
     max_grid: int = 65535
     _hash: int = field(init=False, repr=False, compare=False)
 
@@ -63,4 +67,5 @@ INTERPRETER = LaunchConfig(
     row_block_bytes=256,
     row_programs=8,
     row_resident_lanes=256,
+    row_resident_top_k_rows=2,
 )

@@ -19,10 +19,14 @@ before it is written, by the thread that writes it). Rows that keep everything (
 it is still there): the op's bytes are counted once. Negative keys (negative values, which the
 contract rejects) match no digit and fall below every ``tau``.
 
-Two shapes of launch:
+Three shapes of launch:
 
-* enough rows to fill the device (``config.row_programs``): one program per row, all passes in one
-  launch (the row stays in L2 between them);
+* a row that fits one program's registers (``config.row_resident_lanes``; for top-k, from
+  ``config.row_resident_top_k_rows`` rows on): one program per row reads it once, finds tau by a
+  bisection of the keys over its registers (31 steps, each a count or a mass of the values at or
+  above a key), and writes the output from them;
+* longer rows, enough of them to fill the device (``config.row_programs``): one program per row,
+  all passes in one launch (the row stays in L2 between them);
 * fewer rows: each row is split into chunks, one program per (chunk, row), one launch per digit and
   one that writes. A program tallies its chunk into the row's scratch; the last program of the row to
   arrive (an atomic count) adds the chunks' tallies in chunk order (the same sums every run) and
@@ -501,13 +505,14 @@ RESIDENT, ROWS, SPLIT = "resident", "rows", "split"
 
 
 @functools.lru_cache(maxsize=1024)
-def _plan(config: LaunchConfig, batch: int, vocab: int) -> tuple[str, int, int, int]:
+def _plan(config: LaunchConfig, batch: int, vocab: int, top_p: bool) -> tuple[str, int, int, int]:
     """(launch shape, lanes per tile, warps, lanes of a row per program). A row that fits
-    ``config.row_resident_lanes``: one program per row holding it in one tile. Else, enough rows to
+    ``config.row_resident_lanes`` (for top-k, from ``config.row_resident_top_k_rows`` rows on): one
+    program per row holding it in one tile. Else, enough rows to
     fill the device: one program per row walking it in the row tile. Fewer: each row in chunks of
     whole copy tiles, about ``config.row_programs`` programs in all (a row in one chunk takes the
     one-program kernel)."""
-    if vocab <= config.row_resident_lanes:
+    if vocab <= config.row_resident_lanes and (top_p or batch >= config.row_resident_top_k_rows):
         block_v = next_power_of_2(vocab)
         return RESIDENT, block_v, warps(block_v, 4, config.warp_size, config.row_num_warps), vocab
     if batch >= config.row_programs:
@@ -531,7 +536,7 @@ def _launch(
     batch, vocab = probs.shape
     if batch == 0:
         return
-    shape, block_v, num_warps, chunk = _plan(config, batch, vocab)
+    shape, block_v, num_warps, chunk = _plan(config, batch, vocab, top_p)
     param_args = (param, 0 if param is None else param.stride(0), param_value)
     rows_grid = (min(batch, config.max_grid),)
     if shape == RESIDENT:
