@@ -83,7 +83,10 @@ class _Rows(NamedTuple):
     def of(buffer: Tensor) -> _Rows:
         element = buffer.element_size()
         return _Rows(
-            buffer.data_ptr(), buffer.stride(0) * element, buffer.shape[1:].numel() * element, buffer.shape[0]
+            buffer.data_ptr(),
+            buffer.stride()[0] * element,
+            buffer.shape[1:].numel() * element,
+            buffer.shape[0],
         )
 
 
@@ -178,9 +181,9 @@ class KVBuffers:
             if not _trailing_dims_contiguous(buffer, 1):
                 raise ValueError(f"{name}: each row must be contiguous in memory (strides {buffer.stride()})")
             row_numel = buffer.shape[1:].numel()
-            if buffer.shape[0] > 1 and buffer.stride(0) < row_numel:
+            if buffer.shape[0] > 1 and buffer.stride()[0] < row_numel:
                 raise ValueError(
-                    f"{name}: rows overlap (slot stride {buffer.stride(0)} < row size {row_numel})"
+                    f"{name}: rows overlap (slot stride {buffer.stride()[0]} < row size {row_numel})"
                 )
         if is_capturing(first.device):
             raise ValueError(
@@ -206,7 +209,7 @@ class KVBuffers:
             self.row_bytes % _VECTOR_BYTES == 0
             and all(pointer % _VECTOR_BYTES == 0 for pointer in pointers)
             and all(
-                self.num_slots <= 1 or buffer.stride(0) * element_size % _VECTOR_BYTES == 0
+                self.num_slots <= 1 or buffer.stride()[0] * element_size % _VECTOR_BYTES == 0
                 for buffer in buffers
             )
         )

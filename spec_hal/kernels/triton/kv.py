@@ -573,7 +573,7 @@ def _layout(buffers: list[torch.Tensor], ptr_table: torch.Tensor, vectorizable: 
     element = buffers[0].element_size()
     row_bytes = buffers[0].shape[1:].numel() * element
     num_slots = buffers[0].shape[0]
-    stride_bytes = [b.stride(0) * element if num_slots > 1 else row_bytes for b in buffers]
+    stride_bytes = [b.stride()[0] * element if num_slots > 1 else row_bytes for b in buffers]
     if vectorizable:
         word = 4
     else:
@@ -716,9 +716,9 @@ def _move_kv_cache(
             end - first,
             buffers_per_program,
             num_slots,
-            tgt_loc.stride(0),
-            src_loc.stride(0),
-            1 if segment_lens is None else segment_lens.stride(0),
+            tgt_loc.stride()[0],
+            src_loc.stride()[0],
+            1 if segment_lens is None else segment_lens.stride()[0],
             WORD=word,
             ALIGNED=layout.aligned,
             ROW_WORDS=layout.row_words,
@@ -763,8 +763,8 @@ def _move_one_large_segment(
                 scratch,
                 num_lanes,
                 num_slots,
-                tgt_loc.stride(0),
-                src_loc.stride(0),
+                tgt_loc.stride()[0],
+                src_loc.stride()[0],
                 TO_SCRATCH=to_scratch,
                 WORD=word,
                 ALIGNED=layout.aligned,
@@ -804,16 +804,16 @@ def _accept_locs(
         pool_rows,
         pool_len,
         out_cache_loc.shape[0],
-        req_pool_indices.stride(0),
-        req_to_token.stride(0),
-        req_to_token.stride(1),
-        seq_lens.stride(0),
-        num_correct_drafts.stride(0),
-        accept_index.stride(0),
-        accept_index.stride(1),
-        out_cache_loc.stride(0),
-        tgt_loc.stride(0),
-        src_loc.stride(0),
+        req_pool_indices.stride()[0],
+        req_to_token.stride()[0],
+        req_to_token.stride()[1],
+        seq_lens.stride()[0],
+        num_correct_drafts.stride()[0],
+        accept_index.stride()[0],
+        accept_index.stride()[1],
+        out_cache_loc.stride()[0],
+        tgt_loc.stride()[0],
+        src_loc.stride()[0],
         WIDTH=accept_index.shape[1],
         BLOCK=config.block,
         num_warps=config.num_warps,

@@ -374,10 +374,12 @@ def stage_seconds(
 def _launch_hooks_installed() -> bool:
     """A launch enter or exit hook is set: None when there is none, except Triton 3.6's ``HookChain``
     (never None) whose ``calls`` list is empty then."""
-    for hook in (knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook):
-        if hook is not None and getattr(hook, "calls", True):
-            return True
-    return False
+    hooks = knobs.runtime
+    enter, leave = hooks.launch_enter_hook, hooks.launch_exit_hook
+    return bool(
+        (enter is not None and getattr(enter, "calls", True))
+        or (leave is not None and getattr(leave, "calls", True))
+    )
 
 
 def cdiv(numerator: int, divisor: int) -> int:

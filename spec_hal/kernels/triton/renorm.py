@@ -537,7 +537,7 @@ def _launch(
     if batch == 0:
         return
     shape, block_v, num_warps, chunk = _plan(config, batch, vocab, top_p)
-    param_args = (param, 0 if param is None else param.stride(0), param_value)
+    param_args = (param, 0 if param is None else param.stride()[0], param_value)
     rows_grid = (min(batch, config.max_grid),)
     if shape == RESIDENT:
         _renorm_resident_kernel[rows_grid](
@@ -561,7 +561,7 @@ def _launch(
     grid = (num_chunks, min(batch, config.max_grid))
     # The same arguments at every digit but LEVEL.
     digit_args = (
-        probs, *probs.stride(), *param_args, scratch, scratch.stride(0), batch, vocab, chunk, num_chunks,
+        probs, *probs.stride(), *param_args, scratch, scratch.stride()[0], batch, vocab, chunk, num_chunks,
     )  # fmt: skip
     digit_constexprs = {
         "TOP_P": top_p, "PER_ROW": param is not None, "DIGIT": digit, "CHUNKS": next_power_of_2(num_chunks),
@@ -570,7 +570,7 @@ def _launch(
     for level in range(cdiv(_KEY_BITS.value, digit)):
         _renorm_digit_kernel[grid](*digit_args, LEVEL=level, **digit_constexprs)
     _renorm_write_kernel[grid](
-        probs, *probs.stride(), out, *out.stride(), scratch, scratch.stride(0), batch, vocab, chunk,
+        probs, *probs.stride(), out, *out.stride(), scratch, scratch.stride()[0], batch, vocab, chunk,
         BLOCK_V=block_v, num_warps=num_warps,
     )  # fmt: skip
 

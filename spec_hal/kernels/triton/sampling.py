@@ -247,11 +247,17 @@ class _Argmax:
         zero_args: tuple = (None, 0, None, 0, 0)
         if zero_fill is not None:
             int32_out, int64_out = zero_fill
-            zero_args = (int32_out, int32_out.stride(0), int64_out, int64_out.stride(0), int32_out.numel())
+            zero_args = (
+                int32_out,
+                int32_out.stride()[0],
+                int64_out,
+                int64_out.stride()[0],
+                int32_out.numel(),
+            )
         grid = (self.num_slices, min(self.num_partial_rows, self.config.max_grid))
         _argmax_partials_kernel[grid](
             self.logits, *self.logits.stride(), self.logits.shape[0], self.vocab,
-            row_indices, 0 if row_indices is None else row_indices.stride(0), row_step, row_offset,
+            row_indices, 0 if row_indices is None else row_indices.stride()[0], row_step, row_offset,
             self.partials, self.index_plane, self.num_partial_rows,
             *zero_args, *_gather_args(hidden), *_gather_args(dsa),
             HAS_ROW_INDICES=row_indices is not None, ZERO_FILL=zero_fill is not None,
@@ -327,9 +333,9 @@ def _draft_topk1_postprocess(
     draft_strides = (0, 0) if draft_tokens is None else draft_tokens.stride()
     _draft_topk1_kernel[(batch,)](
         *argmax.kernel_args(),
-        positions, positions.stride(0),
+        positions, positions.stride()[0],
         draft_tokens, *draft_strides, draft_token_column,
-        out_topk_p, out_topk_p.stride(0), out_topk_index, out_topk_index.stride(0),
+        out_topk_p, out_topk_p.stride()[0], out_topk_index, out_topk_index.stride()[0],
         HAS_DRAFT_TOKENS=draft_tokens is not None, **argmax.constexprs(), num_warps=argmax.op_num_warps(),
     )  # fmt: skip
 
@@ -496,15 +502,15 @@ def _target_verify_topk1_postprocess(
         candidates, *candidates.stride(),
         retrieve_index, *retrieve_index.stride(),
         retrieve_next_token, *retrieve_next_token.stride(),
-        seq_lens, seq_lens.stride(0),
-        out_predicts, out_predicts.stride(0),
-        out_num_correct_drafts, out_num_correct_drafts.stride(0),
-        out_accept_lens, out_accept_lens.stride(0),
+        seq_lens, seq_lens.stride()[0],
+        out_predicts, out_predicts.stride()[0],
+        out_num_correct_drafts, out_num_correct_drafts.stride()[0],
+        out_accept_lens, out_accept_lens.stride()[0],
         out_accept_index, *out_accept_index.stride(),
-        out_bonus_tokens, out_bonus_tokens.stride(0),
-        out_new_seq_lens, out_new_seq_lens.stride(0),
-        out_select_index, out_select_index.stride(0),
-        out_draft_tokens, out_draft_tokens.stride(0),
+        out_bonus_tokens, out_bonus_tokens.stride()[0],
+        out_new_seq_lens, out_new_seq_lens.stride()[0],
+        out_select_index, out_select_index.stride()[0],
+        out_draft_tokens, out_draft_tokens.stride()[0],
         num_nodes, num_simulated_accept_tokens,
         SIMULATED=simulated, REAL_DRAFT_TOKENS=use_real_draft_tokens, SIMULATED_TOKEN=SIMULATED_TOKEN,
         BLOCK_D=block_d, **argmax.constexprs(),
@@ -575,9 +581,9 @@ def _draft_extend_topk1_postprocess(
     gather_here = not argmax.from_partials
     _draft_extend_topk1_kernel[(batch,)](
         *argmax.kernel_args(),
-        row_indices, row_indices.stride(0), num_rows,
+        row_indices, row_indices.stride()[0], num_rows,
         *_gather_args(hidden), *_gather_args(dsa),
-        out_topk_p, out_topk_p.stride(0), out_topk_index, out_topk_index.stride(0),
+        out_topk_p, out_topk_p.stride()[0], out_topk_index, out_topk_index.stride()[0],
         HAS_HIDDEN=gather_here and hidden is not None, HAS_DSA=gather_here and dsa is not None,
         HIDDEN_BLOCK=_gather_block(config, hidden), DSA_BLOCK=_gather_block(config, dsa),
         **argmax.constexprs(), num_warps=argmax.op_num_warps(),

@@ -87,9 +87,9 @@ def _generate_simulated_accept_index(
     columns = next_power_of_2(max(width, num_nodes))
     rows = max(1, config.block // columns)
     _simulated_accept_kernel[(cdiv(bs, rows),)](
-        accept_index, accept_index.stride(0),
-        predicts, predicts.stride(0),
-        num_correct_drafts, num_correct_drafts.stride(0),
+        accept_index, accept_index.stride()[0],
+        predicts, predicts.stride()[0],
+        num_correct_drafts, num_correct_drafts.stride()[0],
         candidates, *candidates.stride(),
         target_predict, *target_predict.stride(),
         new_accept_index, *new_accept_index.stride(),

@@ -203,13 +203,13 @@ def _build_tree_kernel_efficient(
     _build_tree_kernel[(bs,)](
         parent_list, *parent_list.stride(), parent_list.shape[1],
         selected_index, *selected_index.stride(),
-        seq_lens, seq_lens.stride(0),
-        tree_mask, tree_mask.stride(0), tree_mask.numel(),
-        positions, positions.stride(0),
+        seq_lens, seq_lens.stride()[0],
+        tree_mask, tree_mask.stride()[0], tree_mask.numel(),
+        positions, positions.stride()[0],
         retrieve_index, *retrieve_index.stride(),
         retrieve_next_token, *retrieve_next_token.stride(),
         retrieve_next_sibling, *retrieve_next_sibling.stride(),
-        verified_id, 0 if verified_id is None else verified_id.stride(0),
+        verified_id, 0 if verified_id is None else verified_id.stride()[0],
         draft_tokens, *((0, 0) if draft_tokens is None else draft_tokens.stride()),
         flat_tokens,
         draft_token_num,
@@ -457,9 +457,9 @@ def _verify_tree_greedy(
     bs, num_nodes = candidates.shape
     block_d = next_power_of_2(num_nodes)
     _verify_tree_kernel[(bs,)](
-        predicts, predicts.stride(0),
+        predicts, predicts.stride()[0],
         accept_index, *accept_index.stride(),
-        num_correct_drafts, num_correct_drafts.stride(0),
+        num_correct_drafts, num_correct_drafts.stride()[0],
         candidates, *candidates.stride(),
         retrieve_index, *retrieve_index.stride(),
         retrieve_next_token, *retrieve_next_token.stride(),
@@ -492,16 +492,16 @@ def _tree_speculative_sampling_target_only(
     block_d = next_power_of_2(num_nodes)
     block_v = vocab_block(config, vocab)
     _verify_tree_kernel[(bs,)](
-        predicts, predicts.stride(0),
+        predicts, predicts.stride()[0],
         accept_index, *accept_index.stride(),
-        num_correct_drafts, num_correct_drafts.stride(0),
+        num_correct_drafts, num_correct_drafts.stride()[0],
         candidates, *candidates.stride(),
         retrieve_index, *retrieve_index.stride(),
         retrieve_next_token, *retrieve_next_token.stride(),
         retrieve_next_sibling, *retrieve_next_sibling.stride(),
         None, 0, 0,
         uniform_samples, *uniform_samples.stride(),
-        uniform_samples_for_final_sampling, uniform_samples_for_final_sampling.stride(0),
+        uniform_samples_for_final_sampling, uniform_samples_for_final_sampling.stride()[0],
         target_probs, *target_probs.stride(),
         draft_probs, *draft_probs.stride(),
         threshold_single, threshold_acc,
@@ -596,13 +596,13 @@ def _chain_speculative_sampling(
     bs, num_nodes, vocab = target_probs.shape
     block_v = vocab_block(config, vocab)
     _chain_sampling_kernel[(bs,)](
-        predicts, predicts.stride(0),
+        predicts, predicts.stride()[0],
         accept_index, *accept_index.stride(),
-        num_correct_drafts, num_correct_drafts.stride(0),
+        num_correct_drafts, num_correct_drafts.stride()[0],
         candidates, *candidates.stride(),
         retrieve_index, *retrieve_index.stride(),
         uniform_samples, *uniform_samples.stride(),
-        uniform_samples_for_final_sampling, uniform_samples_for_final_sampling.stride(0),
+        uniform_samples_for_final_sampling, uniform_samples_for_final_sampling.stride()[0],
         target_probs, *target_probs.stride(),
         draft_probs, *draft_probs.stride(),
         num_nodes, vocab, bs * num_nodes,
@@ -656,8 +656,8 @@ def _fill_bonus_tokens(
     whole_rows = block_w <= _MAX_WHOLE_ROW
     block = max(1, config.block // block_w) if whole_rows else config.block  # block lanes per program
     _fill_bonus_tokens_kernel[(cdiv(bs, block),)](
-        accept_tokens, *accept_tokens.stride(), accept_lens, accept_lens.stride(0),
-        bonus_tokens, bonus_tokens.stride(0), bs, width,
+        accept_tokens, *accept_tokens.stride(), accept_lens, accept_lens.stride()[0],
+        bonus_tokens, bonus_tokens.stride()[0], bs, width,
         BLOCK=block, BLOCK_W=block_w, WHOLE_ROWS=whole_rows, num_warps=config.num_warps,
     )  # fmt: skip
 

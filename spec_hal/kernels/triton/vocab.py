@@ -201,7 +201,7 @@ def _rows(tensor: torch.Tensor, dim: int) -> _Rows | None:
     the strides; other layouts try a view."""
     dim %= tensor.dim()
     if tensor.dim() <= 2 and dim == tensor.dim() - 1:
-        return (tensor.shape[0] if dim else 1), 1, (tensor.stride(0) if dim else 0, 0, tensor.stride(dim))
+        return (tensor.shape[0] if dim else 1), 1, (tensor.stride()[0] if dim else 0, 0, tensor.stride(dim))
     outer = math.prod(tensor.shape[:dim])
     inner = math.prod(tensor.shape[dim + 1 :])
     try:
@@ -393,11 +393,11 @@ def _launch_softmax(
     block = vocab_block(config, vocab)
     _softmax_kernel[(min(batch, config.max_grid),)](
         logits, *logits.stride(),
-        temperatures, 0 if temperatures is None else temperatures.stride(0),
-        top_ks, 0 if top_ks is None else top_ks.stride(0),
+        temperatures, 0 if temperatures is None else temperatures.stride()[0],
+        top_ks, 0 if top_ks is None else top_ks.stride()[0],
         noise, *((0, 0) if noise is None else noise.stride()),
         q, *q.stride(),
-        q_x, 0 if q_x is None else q_x.stride(0), x, 0 if x is None else x.stride(0),
+        q_x, 0 if q_x is None else q_x.stride()[0], x, 0 if x is None else x.stride()[0],
         batch, vocab,
         HAS_TEMPERATURES=temperatures is not None, SAMPLE=sample is not None, HAS_TOP_KS=top_ks is not None,
         BLOCK=block, num_warps=vocab_warps(config, block),

@@ -81,7 +81,7 @@ def draft_topk1_postprocess(
     batch, vocab = logits.shape
     if vocab == 0:
         raise ValueError("logits: expected a non-empty vocabulary (V >= 1)")
-    if vocab > 1 and logits.stride(1) != 1:
+    if vocab > 1 and logits.stride()[1] != 1:
         raise ValueError(f"logits: expected unit stride along V, got strides {logits.stride()}")
     check_index("positions", positions, shape=(batch,))
     check_positive_int("draft_token_column", draft_token_column, minimum=0)
