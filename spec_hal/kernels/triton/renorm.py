@@ -298,67 +298,28 @@ def _renorm_rows_kernel(
 
 
 @triton.jit
-def _add_three(a0, a1, a2, b0, b1, b2):
-    return a0 + b0, a1 + b1, a2 + b2
-
-
-@triton.jit
-def _tally_at_or_above(values, inside, key, TOP_P: tl.constexpr):
-    """Each lane's share of the count (top-k) or mass (top-p) of the values at or above ``key``."""
-    at_or_above = inside & (values >= key.to(tl.float32, bitcast=True))
-    if TOP_P:
-        return tl.where(at_or_above, values, 0.0)
-    return at_or_above.to(tl.int32)
-
-
-@triton.jit
-def _condition_holds(tally, param, target, TOP_P: tl.constexpr):
-    if TOP_P:
-        # Not 0: a target that rounds to 0 would hold above the row's maximum and keep nothing.
-        return (tally >= target) & (tally > 0)
-    return tally >= param
-
-
-@triton.jit
 def _resident_threshold(values, inside, param, TOP_P: tl.constexpr):
     """(tau as a float32, sum of the kept values) of a row held in registers (``values``, 0 outside
-    the row), for 1 <= k < V or top_p < 1: a search of the keys. The condition (see the module
-    docstring) holds at key ``low`` = 0 and not at ``high``, the largest key. Each step tallies three
-    keys splitting ``[low, high)`` in quarters, in one reduction (the reductions, not the memory,
-    bound a row), and keeps the quarter where the condition stops holding; after 16 steps
-    ``high = low + 1`` and ``low`` is the largest key where it holds, which is a key of the row (the
-    count or the mass changes there). Keys are compared as the floats they encode
-    (the same order for non-negative values, and -0.0 counts as 0), so the row is held once."""
-    target = tl.zeros((), tl.float32)
+    the row), for 1 <= k < V or top_p < 1: a bisection of the keys. The condition (see the module
+    docstring) holds at key 0 and not at the largest key; each step halves the keys between, so
+    after 31 steps ``low`` is the largest key where it holds, which is a key of the row (the count or
+    the mass changes there). Keys are compared as the floats they encode (the same order for
+    non-negative values, and -0.0 counts as 0), so the row is held once, as values."""
     if TOP_P:
         target = param * tl.sum(values, 0)
     low = tl.zeros((), tl.int32)
     high = tl.zeros((), tl.int32) + 0x7FFFFFFF
-    for _ in range((_KEY_BITS + 1) // 2):
-        # Quarters of at most ceil(width / 4) keys, none past high (where the condition fails).
-        quarter = (high - low - 1) // 4 + 1  # ceil, without overflowing int32
-        first = low + quarter
-        second = first + tl.minimum(quarter, high - first)
-        third = second + tl.minimum(quarter, high - second)
-        tallies = tl.reduce(
-            (
-                _tally_at_or_above(values, inside, first, TOP_P),
-                _tally_at_or_above(values, inside, second, TOP_P),
-                _tally_at_or_above(values, inside, third, TOP_P),
-            ),
-            0,
-            _add_three,
-        )
-        holds_first = _condition_holds(tallies[0], param, target, TOP_P)
-        holds_second = _condition_holds(tallies[1], param, target, TOP_P)
-        holds_third = _condition_holds(tallies[2], param, target, TOP_P)
-        new_low = tl.where(
-            holds_third, third, tl.where(holds_second, second, tl.where(holds_first, first, low))
-        )
-        high = tl.where(
-            holds_third, high, tl.where(holds_second, third, tl.where(holds_first, second, first))
-        )
-        low = new_low
+    for _ in range(_KEY_BITS):
+        middle = low + (high - low) // 2
+        at_or_above = inside & (values >= middle.to(tl.float32, bitcast=True))
+        if TOP_P:
+            mass = tl.sum(tl.where(at_or_above, values, 0.0), 0)
+            # Not 0: a target that rounds to 0 would hold above the row's maximum and keep nothing.
+            holds = (mass >= target) & (mass > 0)
+        else:
+            holds = tl.sum(at_or_above.to(tl.int32), 0) >= param
+        low = tl.where(holds, middle, low)
+        high = tl.where(holds, high, middle)
     tau = low.to(tl.float32, bitcast=True)
     return tau, tl.sum(tl.where(inside & (values >= tau), values, 0.0), 0)
 
