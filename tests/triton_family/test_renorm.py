@@ -161,6 +161,10 @@ def test_the_interpreter_configurations_take_every_shape():
         assert plan(ONE_PROGRAM_PER_ROW, 2, 200, top_p)[::3] == (renorm_kernels.ROWS, 200)
         assert plan(SPLIT_ROWS, 5, 300, top_p) == (renorm_kernels.SPLIT, tile, 1, tile)
         assert plan(SPLIT_ROWS, 5, tile, top_p)[::3] == (renorm_kernels.ROWS, tile)  # one chunk
+    # The tile is the row rounded up to a power of two, never past row_resident_lanes.
+    narrow = dataclasses.replace(RESIDENT, row_resident_lanes=300)
+    assert plan(narrow, 5, 256, True)[:2] == (renorm_kernels.RESIDENT, 256)
+    assert plan(narrow, 5, 257, True)[0] != renorm_kernels.RESIDENT
     # One row: top-k counts in memory (both of the other shapes), top-p holds it in registers.
     assert plan(INTERPRETER, 1, 200, False)[0] == renorm_kernels.SPLIT
     assert plan(INTERPRETER, 1, 200, True)[0] == renorm_kernels.RESIDENT

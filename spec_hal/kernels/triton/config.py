@@ -23,9 +23,10 @@ class LaunchConfig:
         row_block_bytes: bytes per step of those walks.
         row_programs: programs that fill the device: below this many rows, such kernels split each
             row into chunks (one program each) to have about this many.
-        row_resident_lanes: the longest row such a kernel holds in one program's registers (read
-            once, every pass over registers, written from there) with ``row_num_warps`` warps; longer
-            rows are walked in memory. 0: never.
+        row_resident_lanes: the most lanes of the register tile in which such a kernel holds a
+            whole row in one program (read once, every pass over registers, written from there)
+            with ``row_num_warps`` warps; the tile is the row rounded up to a power of two, and
+            longer rows are walked in memory. 0: never.
         row_resident_top_k_rows: the fewest rows for which top-k holds rows in registers (its
             bisection there takes one program per row; with fewer rows, splitting each row over
             many programs that count in memory is faster). Top-p holds them at any batch.

@@ -512,8 +512,8 @@ def _plan(config: LaunchConfig, batch: int, vocab: int, top_p: bool) -> tuple[st
     fill the device: one program per row walking it in the row tile. Fewer: each row in chunks of
     whole copy tiles, about ``config.row_programs`` programs in all (a row in one chunk takes the
     one-program kernel)."""
-    if vocab <= config.row_resident_lanes and (top_p or batch >= config.row_resident_top_k_rows):
-        block_v = next_power_of_2(vocab)
+    block_v = next_power_of_2(vocab)  # the register tile: never more lanes than the configuration's
+    if block_v <= config.row_resident_lanes and (top_p or batch >= config.row_resident_top_k_rows):
         return RESIDENT, block_v, warps(block_v, 4, config.warp_size, config.row_num_warps), vocab
     if batch >= config.row_programs:
         block_v = min(next_power_of_2(config.row_block_bytes // 4), next_power_of_2(vocab))
