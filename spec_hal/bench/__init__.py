@@ -16,7 +16,6 @@ import functools
 import inspect
 import statistics
 import sys
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -121,15 +120,7 @@ def time_host(
     fn: Callable[[], Any], *, warmup: int = 3, repeats: int = 20, min_seconds: float = 0.05
 ) -> Timing:
     """Wall time per call (CPU work, or host time of an asynchronous launch)."""
-    for _ in range(warmup):
-        fn()
-    samples: list[float] = []
-    deadline = time.perf_counter() + min_seconds
-    while len(samples) < repeats or (time.perf_counter() < deadline and len(samples) < 2000):
-        started = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - started)
-    return _timing(samples)
+    return _timing(host.samples(fn, repeats=repeats, warmup=warmup, min_seconds=min_seconds))
 
 
 def time_device(calls: list[Callable[[], Any]], device: torch.device, *, repeats: int = 50) -> Timing:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -46,20 +47,25 @@ def capped_repeats(repeats: int, launches_per_call: int) -> int:
     return max(MIN_REPEATS, min(repeats, QUEUED_LAUNCHES // launches_per_call))
 
 
-def _median_seconds(fn: Callable[[], Any], repeats: int, drain: Callable[[], None] | None) -> float:
-    import time
-
-    if drain is not None:
-        drain()
-    for _ in range(3):
+def samples(fn: Callable[[], Any], *, repeats: int, warmup: int = 3, min_seconds: float = 0.0) -> list[float]:
+    """Seconds of each of ``repeats`` calls of ``fn`` (more, up to 2000, until ``min_seconds`` have
+    passed), after ``warmup`` untimed calls."""
+    for _ in range(warmup):
         fn()
-    samples = []
-    for _ in range(repeats):
+    taken: list[float] = []
+    deadline = time.perf_counter() + min_seconds
+    while len(taken) < repeats or (time.perf_counter() < deadline and len(taken) < 2000):
         started = time.perf_counter()
         fn()
-        samples.append(time.perf_counter() - started)
-    samples.sort()
-    return samples[len(samples) // 2]
+        taken.append(time.perf_counter() - started)
+    return taken
+
+
+def _median_seconds(fn: Callable[[], Any], repeats: int, drain: Callable[[], None] | None) -> float:
+    if drain is not None:
+        drain()
+    taken = sorted(samples(fn, repeats=repeats))
+    return taken[len(taken) // 2]
 
 
 def rotating(calls: list[Callable[[], Any]]) -> Callable[[], Any]:
