@@ -506,19 +506,19 @@ RESIDENT, ROWS, SPLIT = "resident", "rows", "split"
 
 @functools.lru_cache(maxsize=1024)
 def _plan(config: LaunchConfig, batch: int, vocab: int, top_p: bool) -> tuple[str, int, int, int]:
-    """(launch shape, lanes per tile, warps, lanes of a row per program). A row that fits
-    ``config.row_resident_lanes`` (for top-k, from ``config.row_resident_top_k_rows`` rows on): one
-    program per row holding it in one tile. Else, enough rows to
-    fill the device: one program per row walking it in the row tile. Fewer: each row in chunks of
-    whole copy tiles, about ``config.row_programs`` programs in all (a row in one chunk takes the
-    one-program kernel)."""
-    block_v = next_power_of_2(vocab)  # the register tile: never more lanes than the configuration's
-    if block_v <= config.row_resident_lanes and (top_p or batch >= config.row_resident_top_k_rows):
-        return RESIDENT, block_v, warps(block_v, 4, config.warp_size, config.row_num_warps), vocab
+    """(launch shape, lanes per tile, warps, lanes of a row per program). A row whose tile (the row
+    rounded up to a power of two) fits ``config.row_resident_lanes`` (for top-k, from
+    ``config.row_resident_top_k_rows`` rows on): one program per row holding it in that tile. Else,
+    enough rows to fill the device: one program per row walking it in the row tile. Fewer: each row
+    in chunks of whole copy tiles, about ``config.row_programs`` programs in all (a row in one chunk
+    takes the one-program kernel)."""
+    row_tile = next_power_of_2(vocab)
+    if row_tile <= config.row_resident_lanes and (top_p or batch >= config.row_resident_top_k_rows):
+        return RESIDENT, row_tile, warps(row_tile, 4, config.warp_size, config.row_num_warps), vocab
     if batch >= config.row_programs:
-        block_v = min(next_power_of_2(config.row_block_bytes // 4), next_power_of_2(vocab))
+        block_v = min(next_power_of_2(config.row_block_bytes // 4), row_tile)
         return ROWS, block_v, warps(block_v, 4, config.warp_size, config.row_num_warps), vocab
-    block_v = min(next_power_of_2(config.copy_block_bytes // 4), next_power_of_2(vocab))
+    block_v = min(next_power_of_2(config.copy_block_bytes // 4), row_tile)
     chunks_per_row = max(cdiv(config.row_programs, batch), 1)
     chunk = min(cdiv(cdiv(vocab, chunks_per_row), block_v) * block_v, vocab)
     shape = ROWS if chunk >= vocab else SPLIT
