@@ -191,6 +191,13 @@ def test_an_exit_hook_or_a_debug_switch_is_honoured(fake_runtime, monkeypatch):
     monkeypatch.setattr(launch.knobs.runtime, "debug", True)  # Triton compiles debug binaries then
     kernel[(1,)](7, BLOCK=64)
     assert len(jit.jit_launches) == 3
+    monkeypatch.setattr(launch.knobs.runtime, "debug", False)
+    monkeypatch.setattr(launch.knobs.compilation, "instrumentation_mode", "consan")
+    kernel[(1,)](7, BLOCK=64)
+    assert len(jit.jit_launches) == 4
+    monkeypatch.setattr(launch.knobs.compilation, "instrumentation_mode", "")
+    kernel[(1,)](7, BLOCK=64)  # the plan again
+    assert len(jit.jit_launches) == 4
 
 
 def test_an_empty_hook_chain_is_no_hook(fake_runtime, monkeypatch):
@@ -240,13 +247,14 @@ def test_the_plan_key_is_never_coarser_than_tritons_specialisation(seed):
 
     kinds = "titiitiii"
     reader = launch.make_reader(kinds)
+    assert reader is not None
     base = [draw(kind) for kind in kinds]
     seen: dict = {}
     for _ in range(600):  # one or two arguments redrawn at a time: keys meet often
         args = list(base)
         for position in rng.sample(range(len(kinds)), rng.choice((1, 2))):
             args[position] = draw(kinds[position])
-        key, values = reader(*args)
+        key, values = reader(0, *args)
         _, specialization, _ = binder(*args, BLOCK=64, SCAN_BLOCK=64, SCAN_CHUNKS=1)
         assert seen.setdefault(key, specialization) == specialization
         assert values == tuple(a.data_ptr() if isinstance(a, torch.Tensor) else a for a in args)
@@ -318,14 +326,20 @@ def test_a_reader_checks_its_scalars_before_reading_any_tensor():
     float one, a bool at an int one) before reading a tensor: no ``| 0`` on a tensor (a device op),
     no pointer read."""
     table = torch.arange(8, dtype=torch.int32)
-    reader = launch.make_reader("tib")
-    assert reader(Untouchable(), table, True) is None
-    assert reader(Untouchable(), 3, 1) is None
-    assert launch.make_reader("tf")(Untouchable(), 3) is None
-    assert reader(table, 3, True) == (
-        ((torch.int32, table.data_ptr() & 15), 3, True),
-        (table.data_ptr(), 3, True),
-    )
+    reader = launch.make_reader("tib", number=2)
+    assert reader(0, Untouchable(), table, True) is None
+    assert reader(0, Untouchable(), 3, 1) is None
+    assert launch.make_reader("tf")(0, Untouchable(), 3) is None
+    assert reader(5, table, 3, True) == ((2, 5, torch.int32, 3, True, 0), (table.data_ptr(), 3, True))
+
+
+def test_a_key_holds_each_pointers_residue_only_where_one_is_misaligned():
+    reader = launch.make_reader("tt")
+    table = torch.arange(64, dtype=torch.int32)
+    assert reader(0, table, None)[0] == (0, 0, torch.int32, None, 0)
+    assert reader(0, table, table[2:])[0] == (0, 0, torch.int32, torch.int32, (0, 8))
+    assert reader(0, None, table[1:])[0] == (0, 0, None, torch.int32, (0, 4))
+    assert reader(0, table, None)[0] != reader(1, table, None)[0]  # the device is in the key
 
 
 def test_a_tensor_where_a_scalar_was_runs_no_torch_op(fake_runtime):
@@ -377,13 +391,11 @@ def test_a_signature_that_cannot_plan_takes_no_slot(fake_runtime, monkeypatch):
 
 
 def test_keywords_named_like_the_readers_own_names_are_not_planned(fake_runtime):
-    assert launch.make_reader("ti", ("a0",)) is None and launch.make_reader("t", ("p0",)) is None
+    for own in ("a0", "p0", "q1", "d2", "device", "m"):
+        assert launch.make_reader("ti", (own,)) is None
     table = torch.arange(8, dtype=torch.int32)
     named_int = launch.make_reader("ti", ("int",))  # the reader's type checks do not read builtins
-    assert named_int(table, 3, int=64) == (
-        ((torch.int32, table.data_ptr() & 15), 3, 64),
-        (table.data_ptr(), 3),
-    )
+    assert named_int(0, table, 3, int=64) == ((0, 0, torch.int32, 3, 64, 0), (table.data_ptr(), 3))
     jit = FakeJit()
     kernel = Kernel(jit)
     table = torch.arange(8, dtype=torch.int32)
@@ -420,7 +432,7 @@ def test_two_threads_filing_first_plans_keep_the_table_whole(fake_runtime):
         thread.start()
     for thread in threads:
         thread.join()
-    assert sorted(n for n, _ in kernel._readers) == [0, 1]
+    assert len(kernel._readers) == 2 and {key[0] for key in kernel._plans} == {0, 1}
     launches = len(jit.jit_launches)
     kernel[(1,)](table, 3, BLOCK=64)
     kernel[(1,)](table, 0.5, BLOCK=64)

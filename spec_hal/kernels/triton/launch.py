@@ -11,10 +11,11 @@ call the compiled kernel's launcher directly (its C entry point, past the Python
 
 The key is never coarser than Triton's specialisation, so a plan always runs the binary Triton
 would pick: a tensor counts by its dtype and its pointer's alignment (``ptr & 15``, where Triton
-looks at ``ptr % 16 == 0``), None as None, an int by its value (Triton looks at ``== 1``, ``% 16``
-and the range), a bool by its value, a float by its type alone (Triton gives every float ``fp32``),
-every keyword argument (the constexprs and launch options) by name and value, and Triton's debug and
-instrumentation switches as they stand. Nothing is keyed by a tensor's identity or address.
+looks at ``ptr % 16 == 0``; the key holds one 0 when every pointer is aligned, the common case),
+None as None, an int by its value (Triton looks at ``== 1``, ``% 16`` and the range), a bool by its
+value, a float by its type alone (Triton gives every float ``fp32``), every keyword argument (the
+constexprs and launch options) by name and value, and the current device. Nothing is keyed by a
+tensor's identity or address. The key is one flat tuple: hashing it is part of every launch.
 
 A kernel keeps one reader per **signature**: the kind of each positional argument (tensor or None,
 int, bool, float: exact Python types, as Triton specialises each differently) and the keyword
@@ -24,7 +25,8 @@ kinds (it answers None to others, before touching a tensor), and plans are filed
 a plan is only ever found for arguments of the kinds that filed it.
 
 Launches take Triton's own path when no plan can apply: under ``TRITON_INTERPRET=1``, while a
-Triton launch hook is installed (profilers), on each new key (which then files its plan), for
+Triton launch hook is installed (profilers) or Triton's debug or instrumentation switch is on (its
+binaries differ then), on each new key (which then files its plan), for
 arguments of other kinds (numpy scalars, int subclasses) or past :data:`MAX_SIGNATURES` signatures,
 and once a kernel holds :data:`MAX_PLANS` plans (arguments whose values change on every call). Plans
 run no ``JITFunction`` pre-run hooks and skip Triton's check that the kernel's globals are
@@ -157,10 +159,11 @@ class Kernel:
 
     def __init__(self, jit_fn: Any) -> None:
         self.jit = jit_fn
+        #: Plans by key; a key starts with the number of the signature whose reader made it.
         self._plans: dict[Hashable, Plan] = {}
-        #: (number, reader) of each signature planned for, in the order first seen; replaced whole.
-        self._readers: tuple[tuple[int, Reader], ...] = ()
-        self._signatures: dict[Signature, tuple[int, Reader]] = {}
+        #: The reader of each signature planned for, in the order first seen; replaced whole.
+        self._readers: tuple[Reader, ...] = ()
+        self._signatures: dict[Signature, Reader] = {}
 
     def __getitem__(self, grid: Sequence[int]) -> Callable[..., None]:
         # A partial, not a lambda: calling it enters run() directly, one Python frame less.
@@ -170,50 +173,51 @@ class Kernel:
         """Launch on ``grid``: what ``kernel[grid](*args, **kwargs)`` calls."""
         if _recorded is not None:
             _recorded.append((self, tuple(grid), args, kwargs))
-        if _INTERPRETED or _launch_hooks_installed():
+        if _INTERPRETED or _takes_tritons_path():
             self.jit[grid](*args, **kwargs)
             return
         active = driver.active
         device = active.get_current_device()
-        found = self.plan_for(device, args, kwargs)
-        if found is None:
-            self._launch_and_plan(device, grid, args, kwargs)
-            return
-        plan, values = found
-        size = len(grid)
-        plan.go(
-            grid[0],
-            grid[1] if size > 1 else 1,
-            grid[2] if size > 2 else 1,
-            active.get_current_stream(device),
-            values,
-        )
+        for reader in self._readers:  # plan_for, inline: one call and one argument copy less
+            try:
+                read = reader(device, *args, **kwargs)
+            except Exception:  # other keywords or count, an object where a tensor was
+                continue
+            if read is not None:  # None: a scalar of another kind
+                plan = self._plans.get(read[0])
+                if plan is not None:
+                    size = len(grid)
+                    plan.go(
+                        grid[0],
+                        grid[1] if size > 1 else 1,
+                        grid[2] if size > 2 else 1,
+                        active.get_current_stream(device),
+                        read[1],
+                    )
+                    return
+        self._launch_and_plan(device, grid, args, kwargs)
 
     def plan_for(
         self, device: int, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> tuple[Plan, tuple[Any, ...]] | None:
         """The plan of these arguments on ``device`` and the positional values its launcher takes
         (device pointers for tensors); None where Triton's own path must launch."""
-        for number, reader in self._readers:
+        for reader in self._readers:
             try:
-                read = reader(*args, **kwargs)
+                read = reader(device, *args, **kwargs)
             except Exception:  # other keywords or count, an object where a tensor was
                 continue
-            if read is None:  # a scalar of another kind
-                continue
-            key, values = read
-            plan = self._plans.get(
-                (device, knobs.runtime.debug, knobs.compilation.instrumentation_mode, number, key)
-            )
-            if plan is not None:
-                return plan, values
+            if read is not None:
+                plan = self._plans.get(read[0])
+                if plan is not None:
+                    return plan, read[1]
         return None
 
     def _launch_and_plan(
         self, device: int, grid: Sequence[int], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> None:
         """Launch through Triton (which compiles or finds the binary), then file the plan of this
-        launch's key when the kernel's reader fits these arguments."""
+        launch's key when a reader can be made for these arguments."""
         compiled = self.jit[grid](*args, **kwargs)
         if compiled is None or len(self._plans) >= MAX_PLANS:
             return
@@ -221,30 +225,27 @@ class Kernel:
         if kinds is None:
             return
         signature = (kinds, tuple(sorted(kwargs)))
-        entry = self._signatures.get(signature)
-        reader = None
-        if entry is None:  # a new signature: a slot left and readable keywords, or Triton's path
-            reader = make_reader(*signature) if len(self._signatures) < MAX_SIGNATURES else None
-            if reader is None:
-                return
+        reader = self._signatures.get(signature)
+        if reader is None and (len(self._signatures) >= MAX_SIGNATURES or not readable(signature[1])):
+            return
         tail = self._constexpr_tail(device, args, kwargs)
         if tail is None:  # no plan for these arguments (and a new signature takes no slot)
             return
-        if entry is None:
+        if reader is None:
             with _FILING:
-                entry = self._signatures.get(signature)
-                if entry is None:
-                    if len(self._signatures) >= MAX_SIGNATURES or reader is None:
+                reader = self._signatures.get(signature)
+                if reader is None:
+                    if len(self._signatures) >= MAX_SIGNATURES:
                         return
-                    entry = self._signatures[signature] = (len(self._signatures), reader)
-                    self._readers = (*self._readers, entry)
-        number, reader = entry
-        read = reader(*args, **kwargs)
+                    reader = make_reader(*signature, number=len(self._signatures))
+                    if reader is None:  # cannot happen: readable() said so
+                        return
+                    self._signatures[signature] = reader
+                    self._readers = (*self._readers, reader)
+        read = reader(device, *args, **kwargs)
         if read is None:  # cannot happen: the reader of these arguments' own signature
             return
-        self._plans[
-            (device, knobs.runtime.debug, knobs.compilation.instrumentation_mode, number, read[0])
-        ] = Plan(compiled, tail)
+        self._plans[read[0]] = Plan(compiled, tail)
 
     def _constexpr_tail(
         self, device: int, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -287,36 +288,52 @@ def _kinds_of(args: tuple[Any, ...]) -> str | None:
 #: a keyword may be named ``int``).
 _TYPE_GLOBALS = {"_i_type": int, "_b_type": bool, "_f_type": float}
 _KIND_OF_TYPE = {scalar_type: name[1] for name, scalar_type in _TYPE_GLOBALS.items()}
-#: A reader's parameters are ``a<i>``, its pointer locals ``p<i>``: keywords named like them, or like
-#: its globals, cannot be read.
-_READER_LOCALS = re.compile(r"[ap][0-9]+")
+#: A reader's own names: its parameters ``device`` and ``a<i>``, its locals ``p<i>`` (pointer or
+#: None), ``q<i>`` (pointer or 0), ``d<i>`` (dtype) and ``m``. Keywords named like them, or like its
+#: globals, cannot be read.
+_READER_LOCALS = re.compile(r"[apqd][0-9]+|device|m")
 
 
-def make_reader(kinds: str, keywords: Sequence[str] = ()) -> Reader | None:
-    """A function of the positional arguments (of these kinds) and the keyword arguments (these
-    names: constexprs and launch options) returning (key, launcher values), written out: a straight
-    line of attribute reads, no loop, no per-argument call.
+def readable(keywords: Sequence[str]) -> bool:
+    """Whether a reader can take these keyword names (see :data:`_READER_LOCALS`)."""
+    return not any(_READER_LOCALS.fullmatch(name) or name in _TYPE_GLOBALS for name in keywords)
+
+
+def make_reader(kinds: str, keywords: Sequence[str] = (), *, number: int = 0) -> Reader | None:
+    """A function ``read(device, *args, **kwargs)`` of the current device, the positional arguments
+    (of these kinds) and the keyword arguments (these names: constexprs and launch options)
+    returning (key, launcher values), written out: a straight line of attribute reads, no loop, no
+    per-argument call. The key is flat and starts with ``number`` (the signature's: keys of two
+    signatures never meet, even where an int and a bool compare equal).
 
     A scalar of another type than its position's kind makes it return None before any tensor is
     read; an object without ``data_ptr`` where a tensor was, or other keywords, make it raise. None
     instead of a reader where a keyword takes one of the reader's own names.
     """
-    if any(_READER_LOCALS.fullmatch(name) or name in _TYPE_GLOBALS for name in keywords):
+    if not readable(keywords):
         return None
-    params = [f"a{i}" for i in range(len(kinds))]
+    params = ["device", *(f"a{i}" for i in range(len(kinds)))]
     guards = [f"a{i}.__class__ is not _{k}_type" for i, k in enumerate(kinds) if k != "t"]
     lines = [f"    if {' or '.join(guards)}:\n        return None"] if guards else []
-    keys, values = [], []
+    tensors = [i for i, kind in enumerate(kinds) if kind == "t"]
+    keys, values = [str(number), "device"], []
     for i, kind in enumerate(kinds):
         if kind == "t":
-            lines.append(f"    p{i} = None if a{i} is None else a{i}.data_ptr()")
-            keys.append(f"None if a{i} is None else (a{i}.dtype, p{i} & 15)")
+            lines.append(
+                f"    if a{i} is None:\n        p{i} = d{i} = None\n        q{i} = 0\n"
+                f"    else:\n        p{i} = q{i} = a{i}.data_ptr()\n        d{i} = a{i}.dtype"
+            )
+            keys.append(f"d{i}")
             values.append(f"p{i}")
         else:
             if kind != "f":  # Triton gives every float one specialisation
                 keys.append(f"a{i}")
             values.append(f"a{i}")
     keys.extend(keywords)
+    if tensors:
+        # Each pointer's residue mod 16 only where one is misaligned (aligned pointers give 0).
+        lines.append(f"    m = ({' | '.join(f'q{i}' for i in tensors)}) & 15")
+        keys.append(f"m and ({''.join(f'q{i} & 15, ' for i in tensors)})")
     signature = ", ".join(params + (["*", *keywords] if keywords else []))
     source = (
         f"def read({signature}):\n"
@@ -352,7 +369,7 @@ def stage_seconds(
     and the lookup: what replaces Triton's binder), and the compiled kernel's launcher (which
     launches the kernel for real). None where the launch would not take a plan (first launch,
     interpreter, launch hooks)."""
-    if _INTERPRETED or _launch_hooks_installed():
+    if _INTERPRETED or _takes_tritons_path():
         return None
     active = driver.active
     device = active.get_current_device()
@@ -371,14 +388,17 @@ def stage_seconds(
     return plan_seconds, (time.perf_counter() - started) / repeats
 
 
-def _launch_hooks_installed() -> bool:
-    """A launch enter or exit hook is set: None when there is none, except Triton 3.6's ``HookChain``
-    (never None) whose ``calls`` list is empty then."""
-    hooks = knobs.runtime
-    enter, leave = hooks.launch_enter_hook, hooks.launch_exit_hook
+def _takes_tritons_path() -> bool:
+    """Launches must go through Triton: a launch enter or exit hook is set (None when there is none,
+    except Triton's ``HookChain``, never None, whose ``calls`` list is empty then), or Triton's debug
+    or instrumentation switch is on (Triton compiles other binaries then)."""
+    runtime = knobs.runtime
+    enter, leave = runtime.launch_enter_hook, runtime.launch_exit_hook
     return bool(
         (enter is not None and getattr(enter, "calls", True))
         or (leave is not None and getattr(leave, "calls", True))
+        or runtime.debug
+        or knobs.compilation.instrumentation_mode
     )
 
 
