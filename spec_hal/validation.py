@@ -20,6 +20,10 @@ from .opdef import is_compiling
 from .runtime import is_capturing
 
 INDEX_DTYPES = (torch.int32, torch.int64)
+# Module globals: one dict lookup on every call, where ``torch.Tensor`` / ``torch.int64`` take two.
+_Tensor = torch.Tensor
+_INT32 = torch.int32
+_INT64 = torch.int64
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _INT32_MAX = 2**31 - 1
 _INT64_MAX = 2**63 - 1
@@ -44,7 +48,7 @@ def check_tensor(
 
     Runs on every eager call: the passing path reads each attribute once and builds nothing.
     """
-    if not isinstance(value, torch.Tensor):
+    if not isinstance(value, _Tensor):
         raise TypeError(f"{name}: expected a torch.Tensor, got {type(value).__name__}")
     if dtype is not None:
         got = value.dtype
@@ -76,7 +80,7 @@ def check_index(
 ) -> torch.Tensor:
     """An index tensor: int32 or int64 (:func:`check_tensor`, with the common case inline: one
     Python frame less on every call)."""
-    if isinstance(value, torch.Tensor) and (value.dtype is torch.int64 or value.dtype is torch.int32):
+    if isinstance(value, _Tensor) and ((dtype := value.dtype) is _INT64 or dtype is _INT32):
         if shape is not None:
             if value.shape == shape:
                 return value
@@ -97,15 +101,16 @@ def check_contiguous(name: str, value: torch.Tensor) -> None:
 
 def common_device(**tensors: torch.Tensor | None) -> torch.device:
     """The one device of all given tensors (None entries skipped); ValueError naming the odd one."""
-    device: torch.device | None = None
-    for tensor in tensors.values():
+    remaining = iter(tensors.values())
+    for tensor in remaining:
         if tensor is not None:
-            if device is None:
-                device = tensor.device
-            elif tensor.device != device:
-                _raise_device_mismatch(tensors)
-    if device is None:
+            device = tensor.device
+            break
+    else:
         raise ValueError("no tensor argument to take the device from")
+    for tensor in remaining:  # the rest, compared with the first
+        if tensor is not None and tensor.device != device:
+            _raise_device_mismatch(tensors)
     return device
 
 
@@ -277,6 +282,15 @@ def check_output(
     ndim: int | None = None,
 ) -> torch.Tensor:
     """A caller-provided output: exact dtype (TypeError otherwise), device, shape or capacity."""
+    # The passing path inline (one frame, each attribute read once); any miss re-checks in order.
+    if (
+        isinstance(value, _Tensor)
+        and value.dtype is dtype
+        and value.device == device
+        and ((value.shape == shape) if shape is not None else (ndim is None or value.dim() == ndim))
+        and (min_numel is None or value.numel() >= min_numel)
+    ):
+        return value
     tensor = check_tensor(name, value, dtype=dtype, shape=shape, ndim=ndim)
     if tensor.device != device:
         raise ValueError(f"{name}: expected device {device}, got {tensor.device}")
