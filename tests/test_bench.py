@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 import torch
 
-from spec_hal.bench import Timing, _row, bytes_moved, run
+from spec_hal.bench import Timing, _row, bytes_moved, run, settle_launch_reference
 from spec_hal.bench.report import missed_targets
 from spec_hal.errors import SpecHalError
 from spec_hal.ops import KVBuffers
@@ -87,6 +87,17 @@ def test_bandwidth_is_taken_from_the_graph_replay_when_measured():
     assert row["x_floor"] == 25.0 and row["host_over_launch_us"] == 4.0
     del measured["graph"]
     assert _row("move_kv_cache", "triton", {"bs": 4}, measured, "bandwidth", data)["pct_copy_bw"] == 25.0
+
+
+def test_the_launch_reference_is_the_median_of_the_runs_samples_and_rows_follow_it():
+    rows = [{"op": "a", "host_us": 20.0, "host_over_launch_us": 10.0}, {"op": "b", "time_us": 3.0}]
+    data = {"rows": rows, "launch_host_samples_us": [10.0]}
+    settle_launch_reference(data)
+    assert data["launch_host_us"] == 10.0 and rows[0]["host_over_launch_us"] == 10.0
+    data["launch_host_samples_us"] += [16.0, 13.0]  # timed again between ops
+    settle_launch_reference(data)
+    assert data["launch_host_us"] == 13.0
+    assert rows[0]["host_over_launch_us"] == 7.0 and "host_over_launch_us" not in rows[1]
 
 
 def test_a_row_with_a_grid_floor_is_also_read_against_it():

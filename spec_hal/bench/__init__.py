@@ -321,9 +321,10 @@ def run(
     }
     with device_context(descriptor):
         if device.type != "cpu":
-            data["launch_floor_us"], data["launch_host_us"], data["launch_host_compiled_us"] = _launch_floor(
-                device
-            )
+            data["launch_floor_us"], first_launch_us, data["launch_host_compiled_us"] = _launch_floor(device)
+            if first_launch_us is not None:
+                data["launch_host_samples_us"] = [round(first_launch_us, 2)]
+                settle_launch_reference(data)
             data["copy_bandwidth_gbs"] = _copy_bandwidth(device)
         data["dispatch"] = dispatch_overhead(device)
         floors: dict[LaunchShape, Timing] = {}
@@ -336,8 +337,12 @@ def run(
         for index, (op, builder, sizes) in enumerate(plan, 1):
             if progress:
                 progress(f"[{index}/{len(plan)}] {op} {sizes}")
-            if checkpoint and index > 1 and plan[index - 2][0] != op:
-                checkpoint(data)
+            if index > 1 and plan[index - 2][0] != op:
+                if "launch_host_samples_us" in data:  # the reference, timed again between ops
+                    data["launch_host_samples_us"].append(round(_launch_host(device), 2))
+                    settle_launch_reference(data)
+                if checkpoint:
+                    checkpoint(data)
             providers = [i.provider for i in registry.implementations(op, descriptor.name)]
             portable_time = None
             for provider in sorted(providers, key=lambda p: p != registry.PORTABLE):
@@ -372,6 +377,18 @@ def run(
             rows += _grammar_rows(which, progress)
     data["median_relative_spread"] = median_relative_spread(rows)
     return data
+
+
+def settle_launch_reference(data: dict[str, Any]) -> None:
+    """``launch_host_us``: the median of the empty JIT launch's host times taken across the run
+    (``launch_host_samples_us``, one at the start and one between ops), so that the reference sees
+    the host as the rows did, not as it was at one moment; every row's ``host_over_launch_us``
+    follows it."""
+    reference = statistics.median(data["launch_host_samples_us"])
+    data["launch_host_us"] = reference
+    for row in data["rows"]:
+        if "host_us" in row:
+            row["host_over_launch_us"] = round(row["host_us"] - reference, 1)
 
 
 #: A median interquartile range above this share of the median time means other work disturbed the
@@ -498,10 +515,21 @@ def _launch_floor(device: torch.device) -> tuple[float | None, float | None, flo
         return None, None, None
     marker = torch.zeros(1, device=device)
     device_us = time_graph(lambda: launch_empty(marker), device, calls_per_graph=50).median_us
-    host_us = time_host(lambda: launch_empty(marker), repeats=2000).median_us
+    host_us = _launch_host(device, marker)
     compiled_us = time_host(lambda: launch_empty_compiled(marker), repeats=2000).median_us
     runtime.synchronize(device)
     return device_us, host_us, compiled_us
+
+
+def _launch_host(device: torch.device, marker: torch.Tensor | None = None) -> float:
+    """Host microseconds per eager launch of an empty Triton kernel through Triton's JIT."""
+    from ..kernels.triton.empty import launch_empty
+
+    if marker is None:
+        marker = torch.zeros(1, device=device)
+    host_us = time_host(lambda: launch_empty(marker), repeats=2000).median_us
+    runtime.synchronize(device)
+    return host_us
 
 
 def _copy_bandwidth(device: torch.device, nbytes: int = 1 << 30) -> float:

@@ -145,6 +145,7 @@ def section(data: dict[str, Any], source: str) -> str:
         head.append(
             f"- Launch floor (empty Triton kernel): {data['launch_floor_us']:.2f} µs device time in a graph replay, "
             f"{data.get('launch_host_us') or float('nan'):.2f} µs host time per eager launch"
+            + _launch_samples_note(data)
             + (
                 f" ({data['launch_host_compiled_us']:.2f} µs through the Triton family's own launch path)"
                 if data.get("launch_host_compiled_us")
@@ -263,3 +264,14 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def _launch_samples_note(data: dict[str, Any]) -> str:
+    """How the run's launch reference was taken, where it was timed more than once."""
+    samples = data.get("launch_host_samples_us") or []
+    if len(samples) < 2:
+        return ""
+    return (
+        f" (median of {len(samples)} timings across the run, {min(samples):.2f}-{max(samples):.2f} µs; "
+        f"the first, at the start, {samples[0]:.2f} µs)"
+    )
