@@ -131,6 +131,17 @@ def with_device_speedups(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+def _launch_samples_note(data: dict[str, Any]) -> str:
+    """How the run's launch reference was taken, where it was timed more than once."""
+    samples = data.get("launch_host_samples_us") or []
+    if len(samples) < 2:
+        return ""
+    return (
+        f" (median of {len(samples)} timings across the run, {min(samples):.2f}-{max(samples):.2f} µs; "
+        f"the first, at the start, {samples[0]:.2f} µs)"
+    )
+
+
 def section(data: dict[str, Any], source: str) -> str:
     data = with_device_speedups(data)
     versions = data["versions"]
@@ -264,14 +275,3 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
-
-
-def _launch_samples_note(data: dict[str, Any]) -> str:
-    """How the run's launch reference was taken, where it was timed more than once."""
-    samples = data.get("launch_host_samples_us") or []
-    if len(samples) < 2:
-        return ""
-    return (
-        f" (median of {len(samples)} timings across the run, {min(samples):.2f}-{max(samples):.2f} µs; "
-        f"the first, at the start, {samples[0]:.2f} µs)"
-    )
