@@ -4,6 +4,8 @@ launch configurations and ops ``--sweep`` times, and ``--host-profile``."""
 from __future__ import annotations
 
 import dataclasses
+import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -350,3 +352,18 @@ def test_missed_targets_include_an_intended_portable_provider_and_skip_an_unboun
     missed = missed_targets(data)
     assert any(line.startswith("- fast_topk, bandwidth") for line in missed)
     assert not any("move_kv_cache" in line for line in missed)
+
+
+def test_the_rendered_header_says_how_the_launch_reference_was_taken():
+    from spec_hal.bench.report import section
+
+    with open(
+        Path(__file__).resolve().parents[1] / "docs/bench/h200-506c2e3.json", encoding="utf-8"
+    ) as handle:
+        data = json.load(handle)
+    samples = data["launch_host_samples_us"]
+    text = section(data, "run.json")
+    assert f"median of {len(samples)} timings across the run" in text
+    assert f"the first, at the start, {samples[0]:.2f} µs" in text
+    del data["launch_host_samples_us"]  # runs before the reference was timed again say nothing more
+    assert "timings across the run" not in section(data, "run.json")
