@@ -298,30 +298,35 @@ def _renorm_rows_kernel(
 
 
 @triton.jit
-def _resident_threshold(values, inside, param, TOP_P: tl.constexpr):
-    """(tau as a float32, sum of the kept values) of a row held in registers (``values``, 0 outside
-    the row), for 1 <= k < V or top_p < 1: a bisection of the keys. The condition (see the module
-    docstring) holds at key 0 and not at the largest key; each step halves the keys between, so
-    after 31 steps ``low`` is the largest key where it holds, which is a key of the row (the count or
-    the mass changes there). Keys are compared as the floats they encode (the same order for
-    non-negative values, and -0.0 counts as 0), so the row is held once, as values."""
+def _resident_threshold(values, param, TOP_P: tl.constexpr):
+    """(tau as a float32, sum of the kept values) of a row held in registers (``values``, 0.0 in the
+    lanes past the row), for 1 <= k < V or top_p < 1: a bisection of the keys. The condition (see
+    the module docstring) holds at key 0 and not at the largest key; each step halves the keys
+    between, so after 31 steps ``low`` is the largest key where it holds, which is a key of the row
+    (the count or the mass changes there). Keys are compared as the floats they encode (the same
+    order for non-negative values, and -0.0 counts as 0), so the row is held once, as values.
+
+    A step's compare, select and add over every value bound the row, on the integer and logic pipe:
+    the lanes past the row need no mask (every key tried is above 0, so their 0.0 never counts), and
+    top-k counts in float32 (exact: a count stays below 2**24), whose adds run on the float pipe."""
     if TOP_P:
         target = param * tl.sum(values, 0)
     low = tl.zeros((), tl.int32)
     high = tl.zeros((), tl.int32) + 0x7FFFFFFF
     for _ in range(_KEY_BITS):
-        middle = low + (high - low) // 2
-        at_or_above = inside & (values >= middle.to(tl.float32, bitcast=True))
+        middle = low + (high - low) // 2  # at least 1: a key above 0.0
+        at_or_above = values >= middle.to(tl.float32, bitcast=True)
         if TOP_P:
             mass = tl.sum(tl.where(at_or_above, values, 0.0), 0)
             # Not 0: a target that rounds to 0 would hold above the row's maximum and keep nothing.
             holds = (mass >= target) & (mass > 0)
         else:
-            holds = tl.sum(at_or_above.to(tl.int32), 0) >= param
+            holds = tl.sum(tl.where(at_or_above, 1.0, 0.0), 0) >= param.to(tl.float32)
         low = tl.where(holds, middle, low)
         high = tl.where(holds, high, middle)
     tau = low.to(tl.float32, bitcast=True)
-    return tau, tl.sum(tl.where(inside & (values >= tau), values, 0.0), 0)
+    # The lanes past the row hold 0.0: nothing to add, whatever tau.
+    return tau, tl.sum(tl.where(values >= tau, values, 0.0), 0)
 
 
 @kernel
@@ -346,7 +351,7 @@ def _renorm_resident_kernel(
             kept = inside
             kept_mass = tl.sum(values, 0)
         else:
-            tau, kept_mass = _resident_threshold(values, inside, param, TOP_P)
+            tau, kept_mass = _resident_threshold(values, param, TOP_P)
             kept = values >= tau
         _store_renormalised(
             out_ptr + row * out_stride_b, out_stride_v, offsets, inside, values, kept, kept_mass
