@@ -178,24 +178,19 @@ class Kernel:
             return
         active = driver.active
         device = active.get_current_device()
-        for reader in self._readers:  # plan_for, inline: one call and one argument copy less
-            try:
-                read = reader(device, *args, **kwargs)
-            except Exception:  # other keywords or count, an object where a tensor was
-                continue
-            if read is not None:  # None: a scalar of another kind
-                plan = self._plans.get(read[0])
-                if plan is not None:
-                    size = len(grid)
-                    plan.go(
-                        grid[0],
-                        grid[1] if size > 1 else 1,
-                        grid[2] if size > 2 else 1,
-                        active.get_current_stream(device),
-                        read[1],
-                    )
-                    return
-        self._launch_and_plan(device, grid, args, kwargs)
+        found = self.plan_for(device, args, kwargs)
+        if found is None:
+            self._launch_and_plan(device, grid, args, kwargs)
+            return
+        plan, values = found
+        size = len(grid)
+        plan.go(
+            grid[0],
+            grid[1] if size > 1 else 1,
+            grid[2] if size > 2 else 1,
+            active.get_current_stream(device),
+            values,
+        )
 
     def plan_for(
         self, device: int, args: tuple[Any, ...], kwargs: dict[str, Any]
