@@ -159,20 +159,20 @@ def _recording(
     launchers: Mapping[str, Callable[..., None]], sink: list[tuple[Any, tuple, dict]]
 ) -> Iterator[Any]:
     """Inside: every family op's dispatch calls its launcher with the launch configuration set on
-    the yielded object (``.config``), and every :class:`~spec_hal.kernels.triton.launch.Kernel`
-    launch is appended to ``sink`` (jit function, arguments, keyword arguments) instead of run."""
+    the yielded object (``.config``), and every :class:`~spec_hal.kernels.triton.launch.Launch` is
+    appended to ``sink`` (jit function, arguments, keyword arguments) instead of run."""
     from . import ops
-    from .kernels.triton.launch import Kernel
+    from .kernels.triton.launch import Launch
 
     class Current:
         config: Any = None
 
-    def record(kernel: Any, grid: Any, *args: Any, **kwargs: Any) -> None:
-        sink.append((kernel.jit, args, kwargs))
+    def record(launch: Any, *args: Any) -> None:
+        sink.append((launch.kernel.jit, args, launch.options))
 
-    original = Kernel.run
+    original = Launch.__call__
     patched = []
-    Kernel.run = record  # type: ignore[method-assign, assignment]
+    Launch.__call__ = record  # type: ignore[method-assign]
     try:
         for name, launcher in launchers.items():
             op = getattr(ops, name)
@@ -181,7 +181,7 @@ def _recording(
             patched.append(op)
         yield Current
     finally:
-        Kernel.run = original  # type: ignore[method-assign]
+        Launch.__call__ = original  # type: ignore[method-assign]
         for op in patched:
             del op.dispatch
 

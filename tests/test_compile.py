@@ -110,9 +110,9 @@ def configs():
 @needs_compiler
 def test_capture_records_the_providers_launches_with_each_vendors_configuration(configs):
     from spec_hal import ops
-    from spec_hal.kernels.triton.launch import Kernel
+    from spec_hal.kernels.triton.launch import Launch
 
-    launch = Kernel.run
+    launch = Launch.__call__
     captured = aot.capture(configs, "quick", ops=["align_evict_mask_to_page_size"])
     assert not captured.errors
     for vendor in configs:
@@ -124,7 +124,7 @@ def test_capture_records_the_providers_launches_with_each_vendors_configuration(
     hip, cuda = captured.launches["hip"][0], captured.launches["cuda"][0]
     assert hip.kwargs["ROWS"] * hip.kwargs["COLS"] == 64 and cuda.kwargs["ROWS"] * cuda.kwargs["COLS"] == 32
     # Nothing was launched and nothing is left patched.
-    assert Kernel.run is launch
+    assert Launch.__call__ is launch
     assert "dispatch" not in vars(ops.align_evict_mask_to_page_size)
     with pytest.raises(ValueError, match="ops: 'no_such_op' is not an op of the Triton family"):
         aot.capture(configs, "quick", ops=["no_such_op"])

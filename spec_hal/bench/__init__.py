@@ -199,8 +199,8 @@ def launch_shape(call: Callable[[], Any]) -> LaunchShape:
     """The grid and warps of each Triton launch ``call`` makes (it runs once); empty when it makes
     none (a torch provider, or Triton not installed)."""
     return tuple(
-        (tuple(grid), int(kwargs.get("num_warps", TRITON_DEFAULT_WARPS)))
-        for _, grid, _, kwargs in host.recorded_launches(call)
+        (launch.grid, int(launch.options.get("num_warps", TRITON_DEFAULT_WARPS)))
+        for launch, _ in host.recorded_launches(call)
     )
 
 

@@ -156,10 +156,10 @@ def _launch_stages(
     from ..kernels.triton import launch
 
     binder = launcher = 0.0
-    for kernel, grid, args, kwargs in launches:
+    for recorded, args in launches:
         if drain is not None:
             drain()
-        stages = launch.stage_seconds(kernel, grid, args, kwargs, repeats=repeats)
+        stages = launch.stage_seconds(recorded, args, repeats=repeats)
         if stages is None:
             return None
         binder += stages[0]

@@ -118,7 +118,7 @@ def config_with(copy_block_bytes: int) -> LaunchConfig:
 
 def plan_of(config: LaunchConfig, kv: KVBuffers, num_lanes: int, num_segments: int):
     layout = kv_kernels._layout(kv.buffers, kv.ptr_table, kv.vectorizable)
-    return kv_kernels._move_plan(config, layout, num_lanes, num_segments)
+    return kv_kernels._move_plan(config, layout, num_lanes, num_segments, True)
 
 
 def assert_move_matches(

@@ -71,17 +71,20 @@ def test_first_launch_goes_through_triton_then_the_plan(fake_runtime):
     jit = FakeJit()
     kernel = Kernel(jit)
     table = torch.arange(8, dtype=torch.int32)
-    kernel[(4,)](table, 3, 0.5, BLOCK=64, num_warps=4)  # Triton compiles and launches; a plan is filed
-    assert len(jit.jit_launches) == 1
-    kernel[(5, 2)](table, 3, 0.5, BLOCK=64, num_warps=4)  # same key: the plan
+    launch_5_2 = kernel.at((5, 2), BLOCK=64, num_warps=4)
+    launch_5_2(table, 3, 0.5)  # Triton compiles and launches; a plan is filed
+    assert jit.jit_launches == [((5, 2), (table, 3, 0.5), {"BLOCK": 64, "num_warps": 4})]
+    launch_5_2(table, 3, 0.5)  # same key: the plan
+    kernel[(5, 2)](table, 3, 0.5, BLOCK=64, num_warps=4)  # Triton's syntax finds the same launch
+    assert kernel.at((5, 2), BLOCK=64, num_warps=4) is launch_5_2
+    kernel[(6,)](table, 3, 0.5, BLOCK=64, num_warps=4)  # another grid: another launch, its own plans
+    assert len(jit.jit_launches) == 2
     kernel[(6,)](table, 3, 0.5, BLOCK=64, num_warps=4)
-    assert len(jit.jit_launches) == 1
+    assert len(jit.jit_launches) == 2
     (compiled,) = jit.binaries.values()
     pointer = table.data_ptr()  # the launcher gets the device pointer as an int, not the tensor
-    assert compiled.launches == [
-        (5, 2, 1, 1234, "function-0", "metadata-0", None, None, None, pointer, 3, 0.5, 64),
-        (6, 1, 1, 1234, "function-0", "metadata-0", None, None, None, pointer, 3, 0.5, 64),
-    ]
+    planned = (1234, "function-0", "metadata-0", None, None, None, pointer, 3, 0.5, 64)
+    assert compiled.launches == [(5, 2, 1, *planned), (5, 2, 1, *planned), (6, 1, 1, *planned)]
 
 
 def test_each_new_key_goes_through_triton_once(fake_runtime):
@@ -159,7 +162,7 @@ def test_plans_stop_at_the_cap(fake_runtime, monkeypatch):
     kernel = Kernel(jit)
     for value in range(2, 8):
         kernel[(1,)](value, BLOCK=64)
-    assert len(kernel._plans) == 3
+    assert len(kernel.at((1,), BLOCK=64)._plans) == 3
     kernel[(1,)](2, BLOCK=64)
     kernel[(1,)](7, BLOCK=64)  # no plan: Triton's path
     assert len(jit.jit_launches) == 7
@@ -379,29 +382,27 @@ def test_a_float_passed_by_position_to_a_constexpr_never_takes_another_values_bi
 def test_a_signature_that_cannot_plan_takes_no_slot(fake_runtime, monkeypatch):
     jit = FakeJit()
     kernel = Kernel(jit)
-    tail = Kernel._constexpr_tail
-    monkeypatch.setattr(Kernel, "_constexpr_tail", lambda self, device, args, kwargs: None)
+    tail = Kernel.constexpr_tail
+    monkeypatch.setattr(Kernel, "constexpr_tail", lambda self, device, args, options: None)
     for value in range(launch.MAX_SIGNATURES + 1):
         kernel[(1,)](*([7] * (value + 1)), BLOCK=64)
-    assert kernel._readers == () and kernel._plans == {}
-    monkeypatch.setattr(Kernel, "_constexpr_tail", tail)
+    assert kernel._readers == () and kernel.at((1,), BLOCK=64)._plans == {}
+    monkeypatch.setattr(Kernel, "constexpr_tail", tail)
     for _ in range(3):
         kernel[(1,)](7, BLOCK=64)
     assert len(jit.jit_launches) == launch.MAX_SIGNATURES + 2
 
 
-def test_keywords_named_like_the_readers_own_names_are_not_planned(fake_runtime):
-    for own in ("a0", "p0", "q1", "d2", "device", "m"):
-        assert launch.make_reader("ti", (own,)) is None
-    table = torch.arange(8, dtype=torch.int32)
-    named_int = launch.make_reader("ti", ("int",))  # the reader's type checks do not read builtins
-    assert named_int(0, table, 3, int=64) == ((0, 0, torch.int32, 3, 64, 0), (table.data_ptr(), 3))
+def test_keywords_of_any_name_are_planned_by_their_launch(fake_runtime):
+    """Keywords never reach a reader (the launch holds them): names like the reader's own locals or
+    the builtins it checks types with plan like any other, each value its own launch and binary."""
     jit = FakeJit()
     kernel = Kernel(jit)
     table = torch.arange(8, dtype=torch.int32)
-    for p0 in (1, 2, 2):
-        kernel[(1,)](table, p0=p0)  # Triton's path each time, each key its own binary
-    assert len(jit.jit_launches) == 3 and kernel._plans == {}
+    for p0 in (1, 2, 2, 1):
+        kernel[(1,)](table, 3, p0=p0, device=5, int=64)
+    assert len(jit.jit_launches) == 2 and len(jit.binaries) == 2
+    assert [len(binary.launches) for binary in jit.binaries.values()] == [1, 1]
 
 
 def test_two_threads_filing_first_plans_keep_the_table_whole(fake_runtime):
@@ -432,7 +433,7 @@ def test_two_threads_filing_first_plans_keep_the_table_whole(fake_runtime):
         thread.start()
     for thread in threads:
         thread.join()
-    assert len(kernel._readers) == 2 and {key[0] for key in kernel._plans} == {0, 1}
+    assert len(kernel._readers) == 2 and {key[0] for key in kernel.at((1,), BLOCK=64)._plans} == {0, 1}
     launches = len(jit.jit_launches)
     kernel[(1,)](table, 3, BLOCK=64)
     kernel[(1,)](table, 0.5, BLOCK=64)
@@ -449,11 +450,12 @@ def test_host_helpers_match_triton():
 def test_recorded_launches_are_timed_stage_by_stage(fake_runtime):
     jit = FakeJit()
     kernel = Kernel(jit)
+    bound = kernel.at((3,), BLOCK=64, num_warps=4)
     with launch.recording() as launches:
-        assert launch.stage_seconds(kernel, (3,), (7,), {"BLOCK": 64, "num_warps": 4}, repeats=5) is None
-        kernel[(3,)](7, BLOCK=64, num_warps=4)  # first launch: files the plan
+        assert launch.stage_seconds(bound, (7,), repeats=5) is None
+        bound(7)  # first launch: files the plan
         kernel[(3,)](7, BLOCK=64, num_warps=4)
-    assert [(grid, args) for _, grid, args, _ in launches] == [((3,), (7,)), ((3,), (7,))]
+    assert launches == [(bound, (7,)), (bound, (7,))]
     (compiled,) = jit.binaries.values()
     before = len(compiled.launches)
     plan_s, launcher_s = launch.stage_seconds(*launches[1], repeats=5)

@@ -26,6 +26,7 @@ from spec_hal.conformance.case import Case
 from spec_hal.conformance.cases import mamba as mamba_cases
 from spec_hal.conformance.runner import compare, run_case
 from spec_hal.devices import cuda, hip, musa, xpu
+from spec_hal.kernels.triton import launch
 from spec_hal.kernels.triton import mamba as mamba_kernels
 from spec_hal.kernels.triton.config import INTERPRETER, LaunchConfig
 from spec_hal.testing import emulate, isolated_registry
@@ -214,27 +215,14 @@ def test_commit_steps_grid_limit():
 # commit_mamba_states_after_verify (steps computed in the scatter launch), provider called directly
 
 
-class LaunchCounter:
-    """Stands in for one of the module's kernels: counts its launches, then launches it."""
-
-    def __init__(self, kernel) -> None:
-        self.kernel, self.launches = kernel, 0
-
-    def __getitem__(self, grid):
-        self.launches += 1
-        return self.kernel[grid]
-
-
 @pytest.fixture
-def launches(monkeypatch):
+def launches():
     """``launches()``: {"steps": G1 kernel launches, "scatter": scatter kernel launches} so far."""
-    counters = {
-        "steps": LaunchCounter(mamba_kernels._commit_steps_kernel),
-        "scatter": LaunchCounter(mamba_kernels._scatter_states_kernel),
-    }
-    monkeypatch.setattr(mamba_kernels, "_commit_steps_kernel", counters["steps"])
-    monkeypatch.setattr(mamba_kernels, "_scatter_states_kernel", counters["scatter"])
-    return lambda: {name: counter.launches for name, counter in counters.items()}
+    kernels = {"steps": mamba_kernels._commit_steps_kernel, "scatter": mamba_kernels._scatter_states_kernel}
+    with launch.recording() as recorded:
+        yield lambda: {
+            name: sum(made.kernel is kernel for made, _ in recorded) for name, kernel in kernels.items()
+        }
 
 
 def commit_args(

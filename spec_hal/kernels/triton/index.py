@@ -26,8 +26,7 @@ kernel and returns None. Conventions shared by every kernel here:
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
-from types import MappingProxyType
+from collections.abc import Callable
 
 import triton
 import triton.language as tl
@@ -35,7 +34,7 @@ from torch import Tensor
 
 from .config import LaunchConfig
 from .device_math import floor_div
-from .launch import cdiv, kernel
+from .launch import Launch, cdiv, kernel
 from .sizing import copy_warps, latency_warps, pow2, rows_per_program, scan_args, scan_shape, scanning_warps
 
 # --------------------------------------------------------------------------------------------------
@@ -942,10 +941,7 @@ def _launch_window(
     to_table: bool,
 ) -> None:
     bs = req_pool_indices.shape[0]
-    columns = config.warp_size  # windows are data-dependent: a warp-wide chunk per iteration
-    rows = rows_per_program(bs, columns, config)
-    num_warps = scanning_warps(config, rows * columns, bs)
-    _window_kernel[(cdiv(bs, rows),)](
+    _window_launch(config, bs, to_table)(
         req_pool_indices,
         req_pool_indices.stride()[0],
         req_to_token,
@@ -959,6 +955,16 @@ def _launch_window(
         flat.stride()[0],
         flat_limit,
         bs,
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _window_launch(config: LaunchConfig, bs: int, to_table: bool) -> Launch:
+    columns = config.warp_size  # windows are data-dependent: a warp-wide chunk per iteration
+    rows = rows_per_program(bs, columns, config)
+    num_warps = scanning_warps(config, rows * columns, bs)
+    return _window_kernel.at(
+        (cdiv(bs, rows),),
         TO_TABLE=to_table,
         ROWS=rows,
         COLS=columns,
@@ -978,9 +984,7 @@ def _launch_draft_slots(
     out: Tensor,
 ) -> None:
     bs = req_pool_indices.shape[0]
-    columns = pow2(topk * num_steps)
-    rows = rows_per_program(bs, columns, config)
-    _draft_slots_kernel[(cdiv(bs, rows),)](
+    _draft_slots_launch(config, bs, topk, num_steps, page_size)(
         req_pool_indices,
         req_pool_indices.stride()[0],
         req_to_token,
@@ -991,6 +995,15 @@ def _launch_draft_slots(
         out,
         out.stride()[0],
         bs,
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _draft_slots_launch(config: LaunchConfig, bs: int, topk: int, num_steps: int, page_size: int) -> Launch:
+    columns = pow2(topk * num_steps)
+    rows = rows_per_program(bs, columns, config)
+    return _draft_slots_kernel.at(
+        (cdiv(bs, rows),),
         TOPK=topk,
         STEPS=num_steps,
         PAGE_SIZE=page_size,
@@ -1040,7 +1053,7 @@ def generate_draft_decode_kv_indices(
     kv_indices: Tensor,
     kv_indptr: Tensor,
 ) -> None:
-    grid, limit, constexprs = _draft_kv_layout(
+    launch, limit = _draft_kv_launch(
         config,
         req_pool_indices.shape[0],
         req_to_token.shape[1],
@@ -1050,7 +1063,7 @@ def generate_draft_decode_kv_indices(
         topk,
         num_steps,
     )
-    _draft_kv_indices_kernel[grid](
+    launch(
         req_pool_indices,
         req_pool_indices.stride()[0],
         req_to_token,
@@ -1066,12 +1079,11 @@ def generate_draft_decode_kv_indices(
         kv_indptr,
         *kv_indptr.stride(),
         req_pool_indices.shape[0],
-        **constexprs,
     )
 
 
 @functools.lru_cache(maxsize=1024)
-def _draft_kv_layout(
+def _draft_kv_launch(
     config: LaunchConfig,
     bs: int,
     pool_len: int,
@@ -1080,9 +1092,8 @@ def _draft_kv_layout(
     page_size: int,
     topk: int,
     num_steps: int,
-) -> tuple[tuple[int, int], int, Mapping[str, int]]:
-    """(grid, write limit, constexprs and warps) of the draft KV-index launch, once per layout (the
-    mapping is shared by every call of the layout: read-only)."""
+) -> tuple[Launch, int]:
+    """(the draft KV-index launch, its write limit), once per layout."""
     # A program writes its prefix tile into all K*S lists (unaligned runs, not 16-byte vectors):
     # quarter-size tiles give four times the programs, which the stores need more than wide tiles
     # (``spec-hal bench --sweep`` compares tile sizes).
@@ -1094,24 +1105,22 @@ def _draft_kv_layout(
     indptr_scan_block, indptr_scan_chunks = scan_shape(branches, config, num_warps)
     # The reference writes no position past its bound (each prefix lies within a row).
     limit = min(list_capacity, topk * bs * pool_len + bs * topk * num_steps)
-    grid = (bs, max(min(cdiv(pool_len, tile), config.max_grid), 1))
-    constexprs = MappingProxyType(
-        {
-            "PAGE_SIZE": page_size,
-            "TOPK": topk,
-            "STEPS": num_steps,
-            "TILE": tile,
-            "BRANCHES": pow2(topk),
-            "STEP_LANES": pow2(num_steps),
-            **scan_args(bs, config, num_warps),
-            # Branch blocks of kv_indptr: at least K branches each, so that the bs programs cover them.
-            "INDPTR_BLOCK": max(indptr_scan_block, pow2(topk)),
-            "INDPTR_SCAN_BLOCK": indptr_scan_block,
-            "INDPTR_SCAN_CHUNKS": indptr_scan_chunks,
-            "num_warps": num_warps,
-        }
+    launch = _draft_kv_indices_kernel.at(
+        (bs, max(min(cdiv(pool_len, tile), config.max_grid), 1)),
+        PAGE_SIZE=page_size,
+        TOPK=topk,
+        STEPS=num_steps,
+        TILE=tile,
+        BRANCHES=pow2(topk),
+        STEP_LANES=pow2(num_steps),
+        **scan_args(bs, config, num_warps),
+        # Branch blocks of kv_indptr: at least K branches each, so that the bs programs cover them.
+        INDPTR_BLOCK=max(indptr_scan_block, pow2(topk)),
+        INDPTR_SCAN_BLOCK=indptr_scan_block,
+        INDPTR_SCAN_CHUNKS=indptr_scan_chunks,
+        num_warps=num_warps,
     )
-    return grid, limit, constexprs
+    return launch, limit
 
 
 def fill_accept_out_cache_loc(
@@ -1124,9 +1133,7 @@ def fill_accept_out_cache_loc(
         flat_stride = row_stride
     elif bs > 1 and row_stride != width * flat_stride:
         accept_index, flat_stride = accept_index.reshape(-1), 1
-    block = rows_per_program(size, 1, config)
-    num_warps = scanning_warps(config, block, size)
-    _compact_accepted_kernel[(cdiv(size, block),)](
+    _compact_accepted_launch(config, size)(
         accept_index,
         flat_stride,
         out_cache_loc,
@@ -1136,9 +1143,15 @@ def fill_accept_out_cache_loc(
         accept_out_cache_loc.stride()[0],
         min(accept_out_cache_loc.shape[0], size),
         size,
-        BLOCK=block,
-        **scan_args(size, config, num_warps),
-        num_warps=num_warps,
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _compact_accepted_launch(config: LaunchConfig, size: int) -> Launch:
+    block = rows_per_program(size, 1, config)
+    num_warps = scanning_warps(config, block, size)
+    return _compact_accepted_kernel.at(
+        (cdiv(size, block),), BLOCK=block, **scan_args(size, config, num_warps), num_warps=num_warps
     )
 
 
@@ -1155,9 +1168,7 @@ def get_src_tgt_cache_loc(
     to_free_num_slots: Tensor,
 ) -> None:
     bs, accepted = seq_lens.shape[0], accept_index.shape[0]
-    lanes = max(bs, accepted)
-    block = rows_per_program(lanes, 1, config)
-    _src_tgt_kernel[(cdiv(lanes, block),)](
+    _src_tgt_launch(config, max(bs, accepted), page_size)(
         seq_lens,
         seq_lens.stride()[0],
         out_cache_loc,
@@ -1176,9 +1187,14 @@ def get_src_tgt_cache_loc(
         to_free_num_slots.stride()[0],
         bs,
         draft_token_num,
-        PAGE_SIZE=page_size,
-        BLOCK=block,
-        num_warps=latency_warps(config, block),
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _src_tgt_launch(config: LaunchConfig, lanes: int, page_size: int) -> Launch:
+    block = rows_per_program(lanes, 1, config)
+    return _src_tgt_kernel.at(
+        (cdiv(lanes, block),), PAGE_SIZE=page_size, BLOCK=block, num_warps=latency_warps(config, block)
     )
 
 
@@ -1193,10 +1209,7 @@ def get_target_cache_loc(
 ) -> None:
     bs = num_correct_drafts.shape[0]
     bound = bs * draft_token_num  # each run lies within the request's D verify slots
-    columns = pow2(draft_token_num)
-    rows = rows_per_program(bs, columns, config)
-    num_warps = scanning_warps(config, rows * columns, bs)
-    _target_cache_loc_kernel[(cdiv(bs, rows),)](
+    _target_cache_loc_launch(config, bs, draft_token_num)(
         tgt_cache_loc,
         tgt_cache_loc.stride()[0],
         min(tgt_cache_loc.shape[0], bound),
@@ -1211,10 +1224,16 @@ def get_target_cache_loc(
         out_cache_loc.stride()[0],
         bs,
         draft_token_num,
-        ROWS=rows,
-        COLS=columns,
-        **scan_args(bs, config, num_warps),
-        num_warps=num_warps,
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _target_cache_loc_launch(config: LaunchConfig, bs: int, draft_token_num: int) -> Launch:
+    columns = pow2(draft_token_num)
+    rows = rows_per_program(bs, columns, config)
+    num_warps = scanning_warps(config, rows * columns, bs)
+    return _target_cache_loc_kernel.at(
+        (cdiv(bs, rows),), ROWS=rows, COLS=columns, **scan_args(bs, config, num_warps), num_warps=num_warps
     )
 
 
@@ -1226,8 +1245,7 @@ def create_num_accept_tokens_filter(
     num_accept_tokens_filter: Tensor,
 ) -> None:
     bs = num_correct_drafts.shape[0]
-    block = min(pow2(max(bs, unfinished_index.shape[0])), config.block)
-    _accept_filter_kernel[(1,)](
+    _accept_filter_launch(config, max(bs, unfinished_index.shape[0]))(
         num_correct_drafts,
         num_correct_drafts.stride()[0],
         unfinished_index,
@@ -1238,9 +1256,13 @@ def create_num_accept_tokens_filter(
         num_accept_tokens_filter,
         num_accept_tokens_filter.stride()[0],
         bs,
-        BLOCK=block,
-        num_warps=latency_warps(config, block),
     )
+
+
+@functools.lru_cache(maxsize=1024)
+def _accept_filter_launch(config: LaunchConfig, entries: int) -> Launch:
+    block = min(pow2(entries), config.block)
+    return _accept_filter_kernel.at((1,), BLOCK=block, num_warps=latency_warps(config, block))
 
 
 def filter_finished_cache_loc(
@@ -1251,10 +1273,7 @@ def filter_finished_cache_loc(
     num_accept_tokens_filter: Tensor,
 ) -> None:
     bs = num_correct_drafts.shape[0]
-    columns = config.warp_size  # runs are data-dependent: a warp-wide chunk per iteration
-    rows = rows_per_program(bs, columns, config)
-    num_warps = scanning_warps(config, rows * columns, bs)
-    _filter_finished_kernel[(cdiv(bs, rows),)](
+    _filter_finished_launch(config, bs)(
         out_cache_loc,
         out_cache_loc.stride()[0],
         min(out_cache_loc.shape[0], tgt_cache_loc.shape[0]),
@@ -1266,10 +1285,16 @@ def filter_finished_cache_loc(
         num_accept_tokens_filter,
         num_accept_tokens_filter.stride()[0],
         bs,
-        ROWS=rows,
-        COLS=columns,
-        **scan_args(bs, config, num_warps),
-        num_warps=num_warps,
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _filter_finished_launch(config: LaunchConfig, bs: int) -> Launch:
+    columns = config.warp_size  # runs are data-dependent: a warp-wide chunk per iteration
+    rows = rows_per_program(bs, columns, config)
+    num_warps = scanning_warps(config, rows * columns, bs)
+    return _filter_finished_kernel.at(
+        (cdiv(bs, rows),), ROWS=rows, COLS=columns, **scan_args(bs, config, num_warps), num_warps=num_warps
     )
 
 
@@ -1277,15 +1302,22 @@ def align_evict_mask_to_page_size(
     config: LaunchConfig, seq_lens: Tensor, evict_mask: Tensor, page_size: int, draft_token_num: int
 ) -> None:
     bs = seq_lens.shape[0]
-    columns = pow2(draft_token_num)
-    rows = rows_per_program(bs, columns, config)
-    _align_evict_mask_kernel[(cdiv(bs, rows),)](
+    _align_evict_mask_launch(config, bs, page_size, draft_token_num)(
         seq_lens,
         seq_lens.stride()[0],
         evict_mask,
         evict_mask.stride()[0],
         bs,
         draft_token_num,
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _align_evict_mask_launch(config: LaunchConfig, bs: int, page_size: int, draft_token_num: int) -> Launch:
+    columns = pow2(draft_token_num)
+    rows = rows_per_program(bs, columns, config)
+    return _align_evict_mask_kernel.at(
+        (cdiv(bs, rows),),
         PAGE_SIZE=page_size,
         ROWS=rows,
         COLS=columns,
@@ -1302,12 +1334,10 @@ def rebuild_compact_draft_req_to_token(
     draft_prefix_lens: Tensor,
     verify_out_cache_loc: Tensor,
 ) -> None:
-    bs = req_pool_indices.shape[0]
     draft_len = draft_req_to_token.shape[1]
-    copy_elements = max(config.copy_block_bytes // draft_req_to_token.element_size(), 1)
-    columns = min(copy_elements, pow2(draft_len))
-    grid = (bs, max(min(cdiv(draft_len, columns), config.max_grid), 1))
-    _rebuild_compact_draft_kernel[grid](
+    _rebuild_compact_draft_launch(
+        config, req_pool_indices.shape[0], draft_len, draft_req_to_token.element_size()
+    )(
         draft_req_to_token,
         *draft_req_to_token.stride(),
         draft_len,
@@ -1324,9 +1354,14 @@ def rebuild_compact_draft_req_to_token(
         verify_out_cache_loc,
         *verify_out_cache_loc.stride(),
         verify_out_cache_loc.shape[1],
-        COLS=columns,
-        num_warps=copy_warps(config, columns),
     )
+
+
+@functools.lru_cache(maxsize=1024)
+def _rebuild_compact_draft_launch(config: LaunchConfig, bs: int, draft_len: int, element_size: int) -> Launch:
+    columns = min(max(config.copy_block_bytes // element_size, 1), pow2(draft_len))
+    grid = (bs, max(min(cdiv(draft_len, columns), config.max_grid), 1))
+    return _rebuild_compact_draft_kernel.at(grid, COLS=columns, num_warps=copy_warps(config, columns))
 
 
 #: The family's launchers of this module: op name -> launcher(config, *provider arguments).

@@ -51,7 +51,7 @@ import triton.language as tl
 from torch.utils.weak import WeakIdKeyDictionary
 
 from .config import LaunchConfig
-from .launch import cdiv, kernel, next_power_of_2
+from .launch import Launch, cdiv, kernel, next_power_of_2
 from .sizing import (
     MAX_BLOCKS,
     MAX_HELD_LANES,
@@ -622,6 +622,8 @@ class _MovePlan:
     #: (first buffer, end buffer, slot stride in words, grid, segments per program, buffers per
     #: program) per launch.
     launches: tuple[tuple[int, int, int, tuple[int, int, int], int, int], ...]
+    #: The kernel launch of each entry of ``launches``.
+    bound: tuple[Launch, ...]
 
 
 def _held_tile(
@@ -639,7 +641,9 @@ def _held_tile(
 
 
 @functools.lru_cache(maxsize=256)
-def _move_plan(config: LaunchConfig, layout: _Layout, num_lanes: int, num_segments: int) -> _MovePlan:
+def _move_plan(
+    config: LaunchConfig, layout: _Layout, num_lanes: int, num_segments: int, segmented: bool
+) -> _MovePlan:
     typical = cdiv(num_lanes, num_segments)
     lane_block = min(max(next_power_of_2(typical), MIN_LANES), MAX_LANES)
     tile_words = _tile_words(config, lane_block, layout)
@@ -669,7 +673,28 @@ def _move_plan(config: LaunchConfig, layout: _Layout, num_lanes: int, num_segmen
             (first, end, stride_words, grid, segments_per_program, blocks_per_program * buffer_block)
         )
     staged = num_lanes > max(lane_block, held_lanes)
-    return _MovePlan(lane_block, buffer_block, tile_words, held_lanes, held_words, staged, tuple(launches))
+    bound = tuple(
+        _move_kv_kernel.at(
+            grid,
+            WORD=_WORDS[layout.word_bytes][1],
+            ALIGNED=layout.aligned,
+            ROW_WORDS=layout.row_words,
+            STRIDE_WORDS=stride_words,
+            TILE_WORDS=tile_words,
+            LANE_BLOCK=lane_block,
+            BUFFER_BLOCK=buffer_block,
+            PREFIX_BLOCK=config.block,
+            HELD_LANES=held_lanes,
+            HELD_WORDS=held_words,
+            SEGMENTED=segmented,
+            STAGED=staged,
+            num_warps=config.copy_num_warps,
+        )
+        for _, _, stride_words, grid, _, _ in launches
+    )
+    return _MovePlan(
+        lane_block, buffer_block, tile_words, held_lanes, held_words, staged, tuple(launches), bound
+    )
 
 
 def _move_kv_cache(
@@ -693,8 +718,8 @@ def _move_kv_cache(
     num_segments = 1 if segment_lens is None else segment_lens.shape[0]
     if num_segments == 0:
         return
-    plan = _move_plan(config, layout, num_lanes, num_segments)
-    word_dtype, word = _WORDS[layout.word_bytes]
+    plan = _move_plan(config, layout, num_lanes, num_segments, segment_lens is not None)
+    word_dtype = _WORDS[layout.word_bytes][0]
     # Scratch rows of the lanes of segments longer than the held lanes (sized from shapes), only
     # when N lanes can make such a segment.
     scratch = (
@@ -702,8 +727,10 @@ def _move_kv_cache(
         if plan.staged
         else ptr_table
     )
-    for first, end, stride_words, grid, segments_per_program, buffers_per_program in plan.launches:
-        _move_kv_kernel[grid](
+    for (first, end, _, _, segments_per_program, buffers_per_program), launch in zip(
+        plan.launches, plan.bound, strict=True
+    ):
+        launch(
             ptr_table if len(plan.launches) == 1 else ptr_table[first:end],
             tgt_loc,
             src_loc,
@@ -719,19 +746,6 @@ def _move_kv_cache(
             tgt_loc.stride()[0],
             src_loc.stride()[0],
             1 if segment_lens is None else segment_lens.stride()[0],
-            WORD=word,
-            ALIGNED=layout.aligned,
-            ROW_WORDS=layout.row_words,
-            STRIDE_WORDS=stride_words,
-            TILE_WORDS=plan.tile_words,
-            LANE_BLOCK=plan.lane_block,
-            BUFFER_BLOCK=plan.buffer_block,
-            PREFIX_BLOCK=config.block,
-            HELD_LANES=plan.held_lanes,
-            HELD_WORDS=plan.held_words,
-            SEGMENTED=segment_lens is not None,
-            STAGED=plan.staged,
-            num_warps=config.copy_num_warps,
         )
 
 
@@ -756,15 +770,8 @@ def _move_one_large_segment(
     )
     for first, end, stride_words in _buffer_groups(layout, group):
         for to_scratch in (True, False):
-            _stage_rows_kernel[(lane_blocks, end - first, num_tiles)](
-                ptr_table[first:end],
-                tgt_loc,
-                src_loc,
-                scratch,
-                num_lanes,
-                num_slots,
-                tgt_loc.stride()[0],
-                src_loc.stride()[0],
+            _stage_rows_kernel.at(
+                (lane_blocks, end - first, num_tiles),
                 TO_SCRATCH=to_scratch,
                 WORD=word,
                 ALIGNED=layout.aligned,
@@ -773,6 +780,15 @@ def _move_one_large_segment(
                 TILE_WORDS=tile_words,
                 LANE_BLOCK=MIN_LANES,
                 num_warps=config.copy_num_warps,
+            )(
+                ptr_table[first:end],
+                tgt_loc,
+                src_loc,
+                scratch,
+                num_lanes,
+                num_slots,
+                tgt_loc.stride()[0],
+                src_loc.stride()[0],
             )
 
 
@@ -791,7 +807,7 @@ def _accept_locs(
     if num_lanes == 0:
         return
     pool_rows, pool_len = req_to_token.shape
-    _accept_locs_kernel[(min(cdiv(num_lanes, config.block), config.max_grid),)](
+    _accept_locs_launch(config, num_lanes, accept_index.shape[1])(
         req_pool_indices,
         req_to_token,
         seq_lens,
@@ -814,7 +830,14 @@ def _accept_locs(
         out_cache_loc.stride()[0],
         tgt_loc.stride()[0],
         src_loc.stride()[0],
-        WIDTH=accept_index.shape[1],
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _accept_locs_launch(config: LaunchConfig, num_lanes: int, width: int) -> Launch:
+    return _accept_locs_kernel.at(
+        (min(cdiv(num_lanes, config.block), config.max_grid),),
+        WIDTH=width,
         BLOCK=config.block,
         num_warps=config.num_warps,
     )

@@ -2,35 +2,37 @@
 
 ``jit_fn[grid](*args)`` runs, on every call, Triton's argument binder (a specialisation per
 argument), the compiled kernel's launcher (which asks the driver to look up every tensor's device
-pointer) and Python around both (cache keys, option parsing, global-value checks). A :class:`Kernel`
-launches the same binaries with less of that: its first launch of a specialisation goes through
-Triton, and leaves a **plan**: the compiled kernel and the constexpr arguments, filed under a key
-that a generated **reader** computes straight from the arguments. Later launches with that key
-call the compiled kernel's launcher directly (its C entry point, past the Python wrapper: see
-:func:`direct_launch`), with the tensors' device pointers as plain ints.
+pointer) and Python around both (cache keys, option parsing, global-value checks). Here a
+:class:`Launch` (one kernel, one grid, fixed constexprs and launch options: what a launcher computes
+from the sizes, built once per launch shape) launches the same binaries with less of that: its first
+launch of a specialisation goes through Triton, and leaves a **plan**: the compiled kernel and the
+constexpr arguments, filed under a key that a generated **reader** computes straight from the
+positional arguments. Later launches with that key call the compiled kernel's launcher directly
+(its C entry point, past the Python wrapper: see :func:`direct_launch`), with the tensors' device
+pointers as plain ints. No keyword argument travels on that path: the options are the launch's own.
 
 The key is never coarser than Triton's specialisation, so a plan always runs the binary Triton
 would pick: a tensor counts by its dtype and its pointer's alignment (``ptr & 15``, where Triton
 looks at ``ptr % 16 == 0``; the key holds one 0 when every pointer is aligned, the common case),
 None as None, an int by its value (Triton looks at ``== 1``, ``% 16`` and the range), a bool by its
-value, a float by its type alone (Triton gives every float ``fp32``), every keyword argument (the
-constexprs and launch options) by name and value, and the current device. Nothing is keyed by a
-tensor's identity or address. The key is one flat tuple: hashing it is part of every launch.
+value, a float by its type alone (Triton gives every float ``fp32``), and the current device; the
+constexprs and options are fixed by the launch that holds the plans. Nothing is keyed by a tensor's
+identity or address. The key is one flat tuple: hashing it is part of every launch.
 
 A kernel keeps one reader per **signature**: the kind of each positional argument (tensor or None,
-int, bool, float: exact Python types, as Triton specialises each differently) and the keyword
-names, for up to :data:`MAX_SIGNATURES` of them, so that one kernel may serve call sites passing,
-say, an int k or a float top_p at the same position. A reader accepts only its own signature's
-kinds (it answers None to others, before touching a tensor), and plans are filed per signature, so
-a plan is only ever found for arguments of the kinds that filed it.
+int, bool, float: exact Python types, as Triton specialises each differently), for up to
+:data:`MAX_SIGNATURES` of them, so that one kernel may serve call sites passing, say, an int k or a
+float top_p at the same position. A reader accepts only its own signature's kinds (it answers None
+to others, before touching a tensor), and keys start with the signature's number, so a plan is only
+ever found for arguments of the kinds that filed it.
 
 Launches take Triton's own path when no plan can apply: under ``TRITON_INTERPRET=1``, while a
 Triton launch hook is installed (profilers) or Triton's debug or instrumentation switch is on (its
-binaries differ then), on each new key (which then files its plan), for
-arguments of other kinds (numpy scalars, int subclasses) or past :data:`MAX_SIGNATURES` signatures,
-and once a kernel holds :data:`MAX_PLANS` plans (arguments whose values change on every call). Plans
-run no ``JITFunction`` pre-run hooks and skip Triton's check that the kernel's globals are
-unchanged: the family's kernels register none and read only constants.
+binaries differ then), on each new key (which then files its plan), for arguments of other kinds
+(numpy scalars, int subclasses) or past :data:`MAX_SIGNATURES` signatures, and once a launch holds
+:data:`MAX_PLANS` plans (arguments whose values change on every call). Plans run no
+``JITFunction`` pre-run hooks and skip Triton's check that the kernel's globals are unchanged: the
+family's kernels register none and read only constants.
 """
 
 from __future__ import annotations
@@ -39,7 +41,6 @@ import contextlib
 import copy
 import functools
 import os
-import re
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterator, Sequence
@@ -49,13 +50,14 @@ import torch
 from triton import knobs
 from triton.runtime import driver
 
-#: Plans one kernel keeps; launches with further keys take Triton's path.
-MAX_PLANS = 4096
+#: Plans one launch keeps; launches with further keys take Triton's path.
+MAX_PLANS = 1024
+#: Launches one kernel keeps by (grid, options) for :meth:`Kernel.at` (emptied when full).
+MAX_LAUNCHES = 1024
 #: Argument signatures one kernel plans for; launches of further signatures take Triton's path.
 MAX_SIGNATURES = 4
 
 Reader = Callable[..., tuple[tuple[Any, ...], tuple[Any, ...]] | None]
-Signature = tuple[str, tuple[str, ...]]
 #: Held while any kernel files a new signature (rare: a kernel's first launches); launches only read
 #: the signature tables.
 _FILING = threading.Lock()
@@ -148,107 +150,71 @@ def direct_launch(
 
 
 class Kernel:
-    """A ``@triton.jit`` kernel, launched like one: ``kernel[grid](*args, **constexprs_and_options)``.
+    """A ``@triton.jit`` kernel, launched like one: ``kernel[grid](*args, **constexprs_and_options)``,
+    or through a :class:`Launch` bound once: ``kernel.at(grid, **constexprs_and_options)(*args)``.
 
     Only for kernels launched from the host (a kernel called from another kernel stays a plain
-    ``@triton.jit`` function). Tensors and None go by position, constexprs and launch options by
+    ``@triton.jit`` function). Tensors and scalars go by position, constexprs and launch options by
     keyword.
     """
 
-    __slots__ = ("jit", "_plans", "_readers", "_signatures")
+    __slots__ = ("jit", "_launches", "_readers", "_signatures")
 
     def __init__(self, jit_fn: Any) -> None:
         self.jit = jit_fn
-        #: Plans by key; a key starts with the number of the signature whose reader made it.
-        self._plans: dict[Hashable, Plan] = {}
+        #: Launches by (grid, keyword items), as :meth:`at` made them.
+        self._launches: dict[Hashable, Launch] = {}
         #: The reader of each signature planned for, in the order first seen; replaced whole.
         self._readers: tuple[Reader, ...] = ()
-        self._signatures: dict[Signature, Reader] = {}
+        self._signatures: dict[str, Reader] = {}
+
+    def at(self, grid: Sequence[int], /, **options: Any) -> Launch:
+        """The launch of this kernel on ``grid`` with these constexprs and launch options: one object
+        per (grid, options), which keeps the plans of its launches. Launchers that call it with the
+        same values on every call keep what it returns (see :class:`Launch`)."""
+        key = (tuple(grid), *options.items())
+        found = self._launches.get(key)
+        if found is None:
+            if len(self._launches) >= MAX_LAUNCHES:  # options that change on every call
+                self._launches.clear()
+            found = self._launches[key] = Launch(self, tuple(grid), options)
+        return found
 
     def __getitem__(self, grid: Sequence[int]) -> Callable[..., None]:
-        # A partial, not a lambda: calling it enters run() directly, one Python frame less.
-        return functools.partial(self.run, grid)
+        return functools.partial(self._launch_at, grid)
 
-    def run(self, grid: Sequence[int], *args: Any, **kwargs: Any) -> None:
-        """Launch on ``grid``: what ``kernel[grid](*args, **kwargs)`` calls."""
-        if _recorded is not None:
-            _recorded.append((self, tuple(grid), args, kwargs))
-        if _INTERPRETED or _takes_tritons_path():
-            self.jit[grid](*args, **kwargs)
-            return
-        active = driver.active
-        device = active.get_current_device()
-        found = self.plan_for(device, args, kwargs)
-        if found is None:
-            self._launch_and_plan(device, grid, args, kwargs)
-            return
-        plan, values = found
-        size = len(grid)
-        plan.go(
-            grid[0],
-            grid[1] if size > 1 else 1,
-            grid[2] if size > 2 else 1,
-            active.get_current_stream(device),
-            values,
-        )
+    def _launch_at(self, grid: Sequence[int], /, *args: Any, **options: Any) -> None:
+        self.at(grid, **options)(*args)
 
-    def plan_for(
-        self, device: int, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> tuple[Plan, tuple[Any, ...]] | None:
-        """The plan of these arguments on ``device`` and the positional values its launcher takes
-        (device pointers for tensors); None where Triton's own path must launch."""
-        for reader in self._readers:
-            try:
-                read = reader(device, *args, **kwargs)
-            except Exception:  # other keywords or count, an object where a tensor was
-                continue
-            if read is not None:
-                plan = self._plans.get(read[0])
-                if plan is not None:
-                    return plan, read[1]
-        return None
+    def can_read(self, args: tuple[Any, ...]) -> bool:
+        """Whether a reader serves these arguments' signature or one can still be filed for it."""
+        kinds = _kinds_of(args)
+        return kinds is not None and (kinds in self._signatures or len(self._signatures) < MAX_SIGNATURES)
 
-    def _launch_and_plan(
-        self, device: int, grid: Sequence[int], args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> None:
-        """Launch through Triton (which compiles or finds the binary), then file the plan of this
-        launch's key when a reader can be made for these arguments."""
-        compiled = self.jit[grid](*args, **kwargs)
-        if compiled is None or len(self._plans) >= MAX_PLANS:
-            return
+    def reader_for(self, args: tuple[Any, ...]) -> Reader | None:
+        """The reader of these arguments' signature, made and filed when there is room; None where
+        no reader can serve them (kinds a plan cannot take, or :data:`MAX_SIGNATURES` filed)."""
         kinds = _kinds_of(args)
         if kinds is None:
-            return
-        signature = (kinds, tuple(sorted(kwargs)))
-        reader = self._signatures.get(signature)
-        if reader is None and (len(self._signatures) >= MAX_SIGNATURES or not readable(signature[1])):
-            return
-        tail = self._constexpr_tail(device, args, kwargs)
-        if tail is None:  # no plan for these arguments (and a new signature takes no slot)
-            return
-        if reader is None:
-            with _FILING:
-                reader = self._signatures.get(signature)
-                if reader is None:
-                    if len(self._signatures) >= MAX_SIGNATURES:
-                        return
-                    reader = make_reader(*signature, number=len(self._signatures))
-                    if reader is None:  # cannot happen: readable() said so
-                        return
-                    self._signatures[signature] = reader
-                    self._readers = (*self._readers, reader)
-        read = reader(device, *args, **kwargs)
-        if read is None:  # cannot happen: the reader of these arguments' own signature
-            return
-        self._plans[read[0]] = Plan(compiled, tail)
+            return None
+        reader = self._signatures.get(kinds)
+        if reader is not None:
+            return reader
+        with _FILING:
+            reader = self._signatures.get(kinds)
+            if reader is None and len(self._signatures) < MAX_SIGNATURES:
+                reader = make_reader(kinds, number=len(self._signatures))
+                self._signatures[kinds] = reader
+                self._readers = (*self._readers, reader)
+        return reader
 
-    def _constexpr_tail(
-        self, device: int, args: tuple[Any, ...], kwargs: dict[str, Any]
+    def constexpr_tail(
+        self, device: int, args: tuple[Any, ...], options: dict[str, Any]
     ) -> tuple[Any, ...] | None:
         """The values Triton's binder gives the parameters after the positional ones, when all of
-        them are constexprs (fixed by the plan's key); None otherwise."""
+        them are constexprs (fixed by the launch's options); None otherwise."""
         binder = self.jit.device_caches[device][-1]
-        bound, specialization, _ = binder(*args, **kwargs)
+        bound, specialization, _ = binder(*args, **options)
         values = tuple(bound.values())
         if len(values) < len(args) or any(a is not v for a, v in zip(args, values, strict=False)):
             return None
@@ -262,6 +228,77 @@ class Kernel:
         if any(kind != "constexpr" for kind, _ in specialization[len(args) :]):
             return None
         return values[len(args) :]
+
+
+class Launch:
+    """One kernel on one grid with fixed constexprs and launch options: ``launch(*args)`` launches.
+
+    It keeps the plans of its launches. Launchers build theirs once per launch shape (a cached
+    function of the configuration and the sizes the shape depends on) and call it with the
+    positional arguments alone: no keywords travel on the hot path, and its plan keys hold none.
+    """
+
+    __slots__ = ("kernel", "grid", "options", "_x", "_y", "_z", "_plans")
+
+    def __init__(self, kernel: Kernel, grid: tuple[int, ...], options: dict[str, Any]) -> None:
+        self.kernel = kernel
+        self.grid = grid
+        self.options = options
+        self._x, self._y, self._z = (*grid, 1, 1)[:3]
+        #: Plans by key; a key starts with the number of the signature whose reader made it.
+        self._plans: dict[Hashable, Plan] = {}
+
+    def __call__(self, *args: Any) -> None:
+        if _recorded is not None:
+            _recorded.append((self, args))
+        if _INTERPRETED or _takes_tritons_path():
+            self.kernel.jit[self.grid](*args, **self.options)
+            return
+        active = driver.active
+        device = active.get_current_device()
+        found = self.plan_for(device, args)
+        if found is None:
+            self._launch_and_plan(device, args)
+            return
+        plan, values = found
+        plan.go(self._x, self._y, self._z, active.get_current_stream(device), values)
+
+    def plan_for(self, device: int, args: tuple[Any, ...]) -> tuple[Plan, tuple[Any, ...]] | None:
+        """The plan of these arguments on ``device`` and the positional values its launcher takes
+        (device pointers for tensors); None where Triton's own path must launch."""
+        for reader in self.kernel._readers:
+            try:
+                read = reader(device, *args)
+            except Exception:  # another count, an object where a tensor was
+                continue
+            if read is not None:
+                plan = self._plans.get(read[0])
+                if plan is not None:
+                    return plan, read[1]
+        return None
+
+    def _launch_and_plan(self, device: int, args: tuple[Any, ...]) -> None:
+        """Launch through Triton (which compiles or finds the binary), then file the plan of this
+        launch's key when a reader can be made for these arguments."""
+        compiled = self.kernel.jit[self.grid](*args, **self.options)
+        if compiled is None or len(self._plans) >= MAX_PLANS:
+            return
+        if not self.kernel.can_read(args):
+            return
+        tail = self.kernel.constexpr_tail(device, args, self.options)
+        if tail is None:  # no plan for these arguments (and a new signature takes no slot)
+            return
+        reader = self.kernel.reader_for(args)
+        if reader is None:  # the signatures filled up meanwhile
+            return
+        read = reader(device, *args)
+        if read is None:  # cannot happen: the reader of these arguments' own signature
+            return
+        self._plans[read[0]] = Plan(compiled, tail)
+
+    def __repr__(self) -> str:
+        options = ", ".join(f"{name}={value!r}" for name, value in self.options.items())
+        return f"<launch of {getattr(self.kernel.jit, '__name__', self.kernel.jit)}[{self.grid}]({options})>"
 
 
 def _kinds_of(args: tuple[Any, ...]) -> str | None:
@@ -279,34 +316,20 @@ def _kinds_of(args: tuple[Any, ...]) -> str | None:
     return "".join(kinds)
 
 
-#: A reader's globals: the type of each scalar kind, as ``_<kind>_type`` (not the builtins' names:
-#: a keyword may be named ``int``).
+#: A reader's globals: the type of each scalar kind, as ``_<kind>_type``.
 _TYPE_GLOBALS = {"_i_type": int, "_b_type": bool, "_f_type": float}
 _KIND_OF_TYPE = {scalar_type: name[1] for name, scalar_type in _TYPE_GLOBALS.items()}
-#: A reader's own names: its parameters ``device`` and ``a<i>``, its locals ``p<i>`` (pointer or
-#: None), ``q<i>`` (pointer or 0), ``d<i>`` (dtype) and ``m``. Keywords named like them, or like its
-#: globals, cannot be read.
-_READER_LOCALS = re.compile(r"[apqd][0-9]+|device|m")
 
 
-def readable(keywords: Sequence[str]) -> bool:
-    """Whether a reader can take these keyword names (see :data:`_READER_LOCALS`)."""
-    return not any(_READER_LOCALS.fullmatch(name) or name in _TYPE_GLOBALS for name in keywords)
-
-
-def make_reader(kinds: str, keywords: Sequence[str] = (), *, number: int = 0) -> Reader | None:
-    """A function ``read(device, *args, **kwargs)`` of the current device, the positional arguments
-    (of these kinds) and the keyword arguments (these names: constexprs and launch options)
-    returning (key, launcher values), written out: a straight line of attribute reads, no loop, no
-    per-argument call. The key is flat and starts with ``number`` (the signature's: keys of two
-    signatures never meet, even where an int and a bool compare equal).
+def make_reader(kinds: str, *, number: int = 0) -> Reader:
+    """A function ``read(device, *args)`` of the current device and the positional arguments (of
+    these kinds) returning (key, launcher values), written out: a straight line of attribute reads,
+    no loop, no per-argument call. The key is flat and starts with ``number`` (the signature's: keys
+    of two signatures never meet, even where an int and a bool compare equal).
 
     A scalar of another type than its position's kind makes it return None before any tensor is
-    read; an object without ``data_ptr`` where a tensor was, or other keywords, make it raise. None
-    instead of a reader where a keyword takes one of the reader's own names.
+    read; an object without ``data_ptr`` where a tensor was, or another count, make it raise.
     """
-    if not readable(keywords):
-        return None
     params = ["device", *(f"a{i}" for i in range(len(kinds)))]
     guards = [f"a{i}.__class__ is not _{k}_type" for i, k in enumerate(kinds) if k != "t"]
     lines = [f"    if {' or '.join(guards)}:\n        return None"] if guards else []
@@ -324,31 +347,29 @@ def make_reader(kinds: str, keywords: Sequence[str] = (), *, number: int = 0) ->
             if kind != "f":  # Triton gives every float one specialisation
                 keys.append(f"a{i}")
             values.append(f"a{i}")
-    keys.extend(keywords)
     if tensors:
         # Each pointer's residue mod 16 only where one is misaligned (aligned pointers give 0).
         lines.append(f"    m = ({' | '.join(f'q{i}' for i in tensors)}) & 15")
         keys.append(f"m and ({''.join(f'q{i} & 15, ' for i in tensors)})")
-    signature = ", ".join(params + (["*", *keywords] if keywords else []))
     source = (
-        f"def read({signature}):\n"
+        f"def read({', '.join(params)}):\n"
         + "".join(line + "\n" for line in lines)
         + f"    return ({''.join(k + ', ' for k in keys)}), ({''.join(v + ', ' for v in values)})\n"
     )
     namespace: dict[str, Any] = dict(_TYPE_GLOBALS)
-    exec(compile(source, f"<spec_hal launch reader {kinds} {' '.join(keywords)}>", "exec"), namespace)
+    exec(compile(source, f"<spec_hal launch reader {kinds}>", "exec"), namespace)
     reader: Reader = namespace["read"]
     return reader
 
 
 #: The launches of the block under :func:`recording` (benchmarks only); None: nothing recorded.
-_recorded: list[tuple[Kernel, tuple[int, ...], tuple[Any, ...], dict[str, Any]]] | None = None
+_recorded: list[tuple[Launch, tuple[Any, ...]]] | None = None
 
 
 @contextlib.contextmanager
-def recording() -> Iterator[list[tuple[Kernel, tuple[int, ...], tuple[Any, ...], dict[str, Any]]]]:
-    """Record every launch made inside the block as (kernel, grid, args, kwargs); benchmarks use it
-    to time a provider's launches stage by stage (:func:`stage_seconds`)."""
+def recording() -> Iterator[list[tuple[Launch, tuple[Any, ...]]]]:
+    """Record every launch made inside the block as (launch, args); benchmarks use it to time a
+    provider's launches stage by stage (:func:`stage_seconds`)."""
     global _recorded
     previous, _recorded = _recorded, []
     try:
@@ -357,9 +378,7 @@ def recording() -> Iterator[list[tuple[Kernel, tuple[int, ...], tuple[Any, ...],
         _recorded = previous
 
 
-def stage_seconds(
-    kernel: Kernel, grid: tuple[int, ...], args: tuple[Any, ...], kwargs: dict[str, Any], repeats: int = 200
-) -> tuple[float, float] | None:
+def stage_seconds(launch: Launch, args: tuple[Any, ...], repeats: int = 200) -> tuple[float, float] | None:
     """Host seconds per call of the two stages of a planned launch: finding the plan (the reader
     and the lookup: what replaces Triton's binder), and the compiled kernel's launcher (which
     launches the kernel for real). None where the launch would not take a plan (first launch,
@@ -368,15 +387,15 @@ def stage_seconds(
         return None
     active = driver.active
     device = active.get_current_device()
-    found = kernel.plan_for(device, args, kwargs)
+    found = launch.plan_for(device, args)
     if found is None:
         return None
     plan, values = found
     started = time.perf_counter()
     for _ in range(repeats):
-        kernel.plan_for(device, args, kwargs)
+        launch.plan_for(device, args)
     plan_seconds = (time.perf_counter() - started) / repeats
-    x, y, z = (*grid, 1, 1)[:3]
+    x, y, z = (*launch.grid, 1, 1)[:3]
     started = time.perf_counter()
     for _ in range(repeats):
         plan.go(x, y, z, active.get_current_stream(device), values)

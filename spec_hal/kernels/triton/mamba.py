@@ -33,7 +33,7 @@ import triton.language as tl
 
 from .config import LaunchConfig
 from .device_math import floor_div
-from .launch import cdiv, kernel, next_power_of_2
+from .launch import Launch, cdiv, kernel, next_power_of_2
 
 __all__ = ["LAUNCHERS"]
 
@@ -136,7 +136,7 @@ def _verify_commit_step_indices(
         mamba_steps_to_track if mamba_steps_to_track is not None and tracking else last_correct_step_indices
     )
     lengths = seq_lens if seq_lens is not None and tracking else accept_lens
-    _commit_steps_kernel[(min(cdiv(bs, config.block), config.max_grid),)](
+    _commit_steps_launch(config, bs, tracking)(
         accept_index,
         accept_lens,
         lengths,
@@ -152,6 +152,13 @@ def _verify_commit_step_indices(
         lengths.stride()[0],
         last_correct_step_indices.stride()[0],
         track.stride()[0],
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _commit_steps_launch(config: LaunchConfig, bs: int, tracking: bool) -> Launch:
+    return _commit_steps_kernel.at(
+        (min(cdiv(bs, config.block), config.max_grid),),
         TRACKING=tracking,
         BLOCK=config.block,
         num_warps=config.num_warps,
@@ -620,7 +627,14 @@ def _launch_scatter(
             min(num_lanes, config.max_grid),
             min(num_layers, config.max_grid),
         )
-        _scatter_states_kernel[grid](
+        _scatter_states_kernel.at(
+            grid,
+            NUM_PARTS=len(launch_parts),
+            TRACKING=tracking,
+            STEPS_FROM_ACCEPT=steps_from_accept,
+            **tile_shapes,
+            num_warps=config.copy_num_warps,
+        )(
             state_indices,
             last_correct_step_indices,
             track_indices,
@@ -637,11 +651,6 @@ def _launch_scatter(
             track_steps.stride()[0],
             *accept_args,
             *part_args,
-            NUM_PARTS=len(launch_parts),
-            TRACKING=tracking,
-            STEPS_FROM_ACCEPT=steps_from_accept,
-            **tile_shapes,
-            num_warps=config.copy_num_warps,
         )
 
 

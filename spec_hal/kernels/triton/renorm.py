@@ -43,7 +43,7 @@ import triton
 import triton.language as tl
 
 from .config import LaunchConfig
-from .launch import cdiv, kernel, next_power_of_2
+from .launch import Launch, cdiv, kernel, next_power_of_2
 from .sizing import warps
 
 #: Bits of a key (the sign bit of a non-negative float is 0).
@@ -530,6 +530,47 @@ def _plan(config: LaunchConfig, batch: int, vocab: int, top_p: bool) -> tuple[st
     return shape, block_v, warps(block_v, 4, config.warp_size, config.copy_num_warps), chunk
 
 
+@functools.lru_cache(maxsize=1024)
+def _launches(
+    config: LaunchConfig, batch: int, vocab: int, top_p: bool, per_row: bool
+) -> tuple[str, tuple[Launch, ...], int]:
+    """(launch shape, its launches in order, lanes of a row per program) of :func:`_plan`'s shape:
+    split rows launch once per digit, then once to write."""
+    shape, block_v, num_warps, chunk = _plan(config, batch, vocab, top_p)
+    rows_grid = (min(batch, config.max_grid),)
+    if shape == RESIDENT:
+        resident = _renorm_resident_kernel.at(
+            rows_grid, TOP_P=top_p, PER_ROW=per_row, BLOCK_V=block_v, num_warps=num_warps
+        )
+        return shape, (resident,), chunk
+    if shape == ROWS:
+        digit = _ROW_DIGIT_BITS[top_p]
+        rows = _renorm_rows_kernel.at(
+            rows_grid, TOP_P=top_p, PER_ROW=per_row, BLOCK_V=block_v, BLOCK_R=max(block_v >> digit, 1),
+            DIGIT=digit, num_warps=num_warps,
+        )  # fmt: skip
+        return shape, (rows,), chunk
+    digit = _SPLIT_DIGIT_BITS[top_p]
+    num_chunks = cdiv(vocab, chunk)
+    grid = (num_chunks, min(batch, config.max_grid))
+    digits = tuple(
+        _renorm_digit_kernel.at(
+            grid,
+            TOP_P=top_p,
+            PER_ROW=per_row,
+            LEVEL=level,
+            DIGIT=digit,
+            CHUNKS=next_power_of_2(num_chunks),
+            BLOCK_V=block_v,
+            BLOCK_R=max(block_v >> digit, 1),
+            num_warps=num_warps,
+        )  # fmt: skip
+        for level in range(cdiv(_KEY_BITS.value, digit))
+    )
+    write = _renorm_write_kernel.at(grid, BLOCK_V=block_v, num_warps=num_warps)
+    return shape, (*digits, write), chunk
+
+
 def _launch(
     config: LaunchConfig,
     probs: torch.Tensor,
@@ -541,42 +582,24 @@ def _launch(
     batch, vocab = probs.shape
     if batch == 0:
         return
-    shape, block_v, num_warps, chunk = _plan(config, batch, vocab, top_p)
+    shape, launches, chunk = _launches(config, batch, vocab, top_p, param is not None)
     param_args = (param, 0 if param is None else param.stride()[0], param_value)
-    rows_grid = (min(batch, config.max_grid),)
-    if shape == RESIDENT:
-        _renorm_resident_kernel[rows_grid](
-            probs, *probs.stride(), out, *out.stride(), *param_args, batch, vocab,
-            TOP_P=top_p, PER_ROW=param is not None, BLOCK_V=block_v, num_warps=num_warps,
-        )  # fmt: skip
+    if shape != SPLIT:
+        launches[0](probs, *probs.stride(), out, *out.stride(), *param_args, batch, vocab)
         return
-    if shape == ROWS:
-        digit = _ROW_DIGIT_BITS[top_p]
-        _renorm_rows_kernel[rows_grid](
-            probs, *probs.stride(), out, *out.stride(), *param_args, batch, vocab,
-            TOP_P=top_p, PER_ROW=param is not None, BLOCK_V=block_v, BLOCK_R=max(block_v >> digit, 1),
-            DIGIT=digit, num_warps=num_warps,
-        )  # fmt: skip
-        return
-    digit = _SPLIT_DIGIT_BITS[top_p]
+    *digits, write = launches
     num_chunks = cdiv(vocab, chunk)
     scratch = torch.zeros(
-        (batch, _STATE_SLOTS.value + num_chunks * ((1 << digit) + 1)), dtype=torch.int32, device=probs.device
+        (batch, _STATE_SLOTS.value + num_chunks * ((1 << _SPLIT_DIGIT_BITS[top_p]) + 1)),
+        dtype=torch.int32,
+        device=probs.device,
     )
-    grid = (num_chunks, min(batch, config.max_grid))
-    # The same arguments at every digit but LEVEL.
-    digit_args = (
-        probs, *probs.stride(), *param_args, scratch, scratch.stride()[0], batch, vocab, chunk, num_chunks,
-    )  # fmt: skip
-    digit_constexprs = {
-        "TOP_P": top_p, "PER_ROW": param is not None, "DIGIT": digit, "CHUNKS": next_power_of_2(num_chunks),
-        "BLOCK_V": block_v, "BLOCK_R": max(block_v >> digit, 1), "num_warps": num_warps,
-    }  # fmt: skip
-    for level in range(cdiv(_KEY_BITS.value, digit)):
-        _renorm_digit_kernel[grid](*digit_args, LEVEL=level, **digit_constexprs)
-    _renorm_write_kernel[grid](
+    for digit in digits:  # the same arguments at every digit
+        digit(
+            probs, *probs.stride(), *param_args, scratch, scratch.stride()[0], batch, vocab, chunk, num_chunks,
+        )  # fmt: skip
+    write(
         probs, *probs.stride(), out, *out.stride(), scratch, scratch.stride()[0], batch, vocab, chunk,
-        BLOCK_V=block_v, num_warps=num_warps,
     )  # fmt: skip
 
 

@@ -37,7 +37,7 @@ import triton.language as tl
 
 from ..._constants import NAN_LOGIT, SIMULATED_TOKEN
 from .config import LaunchConfig
-from .launch import cdiv, kernel, next_power_of_2
+from .launch import Launch, cdiv, kernel, next_power_of_2
 
 #: Programs the first launch aims at: several per SM of a ~100-SM device.
 _TARGET_PROGRAMS = 1024
@@ -205,30 +205,91 @@ def _gather_block(config: LaunchConfig, gather: _Gather) -> int:
     return _copy_block(config, None if gather is None else gather[0])
 
 
+class _ArgmaxShape:
+    """How an op's kernel gets its argmax over rows of one layout (worked out once per layout, see
+    :func:`_argmax_shape`): the slices, whether a first launch writes partials, and the op kernel's
+    constexprs."""
+
+    __slots__ = (
+        "config",
+        "num_partial_rows",
+        "slice",
+        "num_slices",
+        "from_partials",
+        "index_plane",
+        "blocks",
+    )
+
+    def __init__(
+        self, config: LaunchConfig, vocab: int, element: int, num_partial_rows: int, always_partials: bool
+    ) -> None:
+        self.config = config
+        self.num_partial_rows = num_partial_rows
+        self.slice = _slice_elements(config, vocab, element, num_partial_rows)
+        self.num_slices = cdiv(vocab, self.slice)
+        self.from_partials = always_partials or self.num_slices > 1
+        self.index_plane = num_partial_rows * self.num_slices
+        #: Lanes over a row's partials (a power of two).
+        self.blocks = next_power_of_2(max(self.num_slices, 1))
+
+    def constexprs(self) -> dict[str, object]:
+        return {"FROM_PARTIALS": self.from_partials, "SLICE": self.slice, "BLOCKS": self.blocks}
+
+    def op_num_warps(self, lanes_per_row: int = 1) -> int:
+        """Warps of the op's kernel: the vendor's latency-bound count when it reads a logits row
+        itself; else enough for ``lanes_per_row`` partials lanes at ~32 per thread, from one warp
+        (a row's partials are a few hundred bytes: one warp reduces them without shared memory)."""
+        if not self.from_partials:
+            return self.config.num_warps
+        warps = lanes_per_row * self.blocks // (32 * self.config.warp_size)
+        return min(max(warps, 1), self.config.num_warps)
+
+
+@functools.lru_cache(maxsize=1024)
+def _argmax_shape(
+    config: LaunchConfig, vocab: int, element: int, num_partial_rows: int, always_partials: bool
+) -> _ArgmaxShape:
+    return _ArgmaxShape(config, vocab, element, num_partial_rows, always_partials)
+
+
+@functools.lru_cache(maxsize=1024)
+def _partials_launch(
+    shape: _ArgmaxShape, has_row_indices: bool, zero_fill: bool, hidden_block: int, dsa_block: int
+) -> Launch:
+    """The first launch; a gather block of 0: no such gather."""
+    config = shape.config
+    return _argmax_partials_kernel.at(
+        (shape.num_slices, min(shape.num_partial_rows, config.max_grid)),
+        HAS_ROW_INDICES=has_row_indices,
+        ZERO_FILL=zero_fill,
+        HAS_HIDDEN=hidden_block > 0,
+        HAS_DSA=dsa_block > 0,
+        SLICE=shape.slice,
+        HIDDEN_BLOCK=max(hidden_block, 1),
+        DSA_BLOCK=max(dsa_block, 1),
+        num_warps=config.copy_num_warps,
+    )
+
+
 class _Argmax:
-    """How an op's kernel gets its argmax: the launch parameters, and the partials of the first
-    launch when a row spans several slices (or ``always_partials``)."""
+    """One call's argmax: its shape, the logits, and the partials scratch of the first launch when a
+    row spans several slices (or ``always_partials``)."""
+
+    __slots__ = ("shape", "logits", "partials")
 
     def __init__(
         self, config: LaunchConfig, logits: torch.Tensor, num_partial_rows: int, *, always_partials=False
     ):
-        self.config = config
+        self.shape = shape = _argmax_shape(
+            config, logits.shape[1], logits.element_size(), num_partial_rows, always_partials
+        )
         self.logits = logits
-        self.vocab = logits.shape[1]
-        self.num_partial_rows = num_partial_rows
-        self.slice = _slice_elements(config, self.vocab, logits.element_size(), num_partial_rows)
-        self.num_slices = cdiv(self.vocab, self.slice)
-        self.from_partials = always_partials or self.num_slices > 1
-        self.partials = None
-        self.index_plane = num_partial_rows * self.num_slices
-        if self.from_partials:
-            # One allocation: the maxima, then the indices (int32 bits in float32 entries).
-            self.partials = torch.empty((2 * self.index_plane,), dtype=torch.float32, device=logits.device)
-
-    @property
-    def blocks(self) -> int:
-        """Lanes over a row's partials (a power of two)."""
-        return next_power_of_2(max(self.num_slices, 1))
+        # One allocation: the maxima, then the indices (int32 bits in float32 entries).
+        self.partials = (
+            torch.empty((2 * shape.index_plane,), dtype=torch.float32, device=logits.device)
+            if shape.from_partials
+            else None
+        )
 
     def launch_partials(
         self,
@@ -242,7 +303,8 @@ class _Argmax:
     ) -> None:
         """First launch (only when the argmax reads partials); ``zero_fill``: 1-D int32 and int64
         outputs to zero; ``hidden`` / ``dsa``: row gathers by ``row_indices``."""
-        if not self.from_partials or self.num_partial_rows == 0:
+        shape = self.shape
+        if not shape.from_partials or shape.num_partial_rows == 0:
             return
         zero_args: tuple = (None, 0, None, 0, 0)
         if zero_fill is not None:
@@ -254,40 +316,20 @@ class _Argmax:
                 int64_out.stride()[0],
                 int32_out.numel(),
             )
-        grid = (self.num_slices, min(self.num_partial_rows, self.config.max_grid))
-        _argmax_partials_kernel[grid](
-            self.logits, *self.logits.stride(), self.logits.shape[0], self.vocab,
+        hidden_block = 0 if hidden is None else _gather_block(shape.config, hidden)
+        dsa_block = 0 if dsa is None else _gather_block(shape.config, dsa)
+        logits = self.logits
+        _partials_launch(shape, row_indices is not None, zero_fill is not None, hidden_block, dsa_block)(
+            logits, *logits.stride(), logits.shape[0], logits.shape[1],
             row_indices, 0 if row_indices is None else row_indices.stride()[0], row_step, row_offset,
-            self.partials, self.index_plane, self.num_partial_rows,
+            self.partials, shape.index_plane, shape.num_partial_rows,
             *zero_args, *_gather_args(hidden), *_gather_args(dsa),
-            HAS_ROW_INDICES=row_indices is not None, ZERO_FILL=zero_fill is not None,
-            HAS_HIDDEN=hidden is not None, HAS_DSA=dsa is not None, SLICE=self.slice,
-            HIDDEN_BLOCK=_gather_block(self.config, hidden), DSA_BLOCK=_gather_block(self.config, dsa),
-            num_warps=self.config.copy_num_warps,
         )  # fmt: skip
 
     def kernel_args(self) -> tuple:
         """The ``_row_argmax`` arguments an op's kernel takes (logits first)."""
-        return (
-            self.logits,
-            *self.logits.stride(),
-            self.vocab,
-            self.partials,
-            self.index_plane,
-            self.num_slices,
-        )
-
-    def constexprs(self) -> dict[str, object]:
-        return {"FROM_PARTIALS": self.from_partials, "SLICE": self.slice, "BLOCKS": self.blocks}
-
-    def op_num_warps(self, lanes_per_row: int = 1) -> int:
-        """Warps of the op's kernel: the vendor's latency-bound count when it reads a logits row
-        itself; else enough for ``lanes_per_row`` partials lanes at ~32 per thread, from one warp
-        (a row's partials are a few hundred bytes: one warp reduces them without shared memory)."""
-        if not self.from_partials:
-            return self.config.num_warps
-        warps = lanes_per_row * self.blocks // (32 * self.config.warp_size)
-        return min(max(warps, 1), self.config.num_warps)
+        logits, shape = self.logits, self.shape
+        return (logits, *logits.stride(), logits.shape[1], self.partials, shape.index_plane, shape.num_slices)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -331,13 +373,19 @@ def _draft_topk1_postprocess(
     argmax = _Argmax(config, logits, batch)
     argmax.launch_partials()
     draft_strides = (0, 0) if draft_tokens is None else draft_tokens.stride()
-    _draft_topk1_kernel[(batch,)](
+    _draft_topk1_launch(argmax.shape, batch, draft_tokens is not None)(
         *argmax.kernel_args(),
         positions, positions.stride()[0],
         draft_tokens, *draft_strides, draft_token_column,
         out_topk_p, out_topk_p.stride()[0], out_topk_index, out_topk_index.stride()[0],
-        HAS_DRAFT_TOKENS=draft_tokens is not None, **argmax.constexprs(), num_warps=argmax.op_num_warps(),
     )  # fmt: skip
+
+
+@functools.lru_cache(maxsize=1024)
+def _draft_topk1_launch(shape: _ArgmaxShape, batch: int, has_draft_tokens: bool) -> Launch:
+    return _draft_topk1_kernel.at(
+        (batch,), HAS_DRAFT_TOKENS=has_draft_tokens, **shape.constexprs(), num_warps=shape.op_num_warps()
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -496,8 +544,7 @@ def _target_verify_topk1_postprocess(
         # every node row) before any request writes its path.
         argmax = _Argmax(config, logits, batch * num_nodes, always_partials=True)
         argmax.launch_partials(zero_fill=(out_predicts, out_draft_tokens))
-    block_d = next_power_of_2(num_nodes)
-    _target_verify_topk1_kernel[(batch,)](
+    _target_verify_topk1_launch(argmax.shape, batch, num_nodes, simulated, use_real_draft_tokens)(
         *argmax.kernel_args(),
         candidates, *candidates.stride(),
         retrieve_index, *retrieve_index.stride(),
@@ -512,10 +559,23 @@ def _target_verify_topk1_postprocess(
         out_select_index, out_select_index.stride()[0],
         out_draft_tokens, out_draft_tokens.stride()[0],
         num_nodes, num_simulated_accept_tokens,
-        SIMULATED=simulated, REAL_DRAFT_TOKENS=use_real_draft_tokens, SIMULATED_TOKEN=SIMULATED_TOKEN,
-        BLOCK_D=block_d, **argmax.constexprs(),
-        num_warps=argmax.op_num_warps(1 if simulated else block_d),
     )  # fmt: skip
+
+
+@functools.lru_cache(maxsize=1024)
+def _target_verify_topk1_launch(
+    shape: _ArgmaxShape, batch: int, num_nodes: int, simulated: bool, use_real_draft_tokens: bool
+) -> Launch:
+    block_d = next_power_of_2(num_nodes)
+    return _target_verify_topk1_kernel.at(
+        (batch,),
+        SIMULATED=simulated,
+        REAL_DRAFT_TOKENS=use_real_draft_tokens,
+        SIMULATED_TOKEN=SIMULATED_TOKEN,
+        BLOCK_D=block_d,
+        **shape.constexprs(),
+        num_warps=shape.op_num_warps(1 if simulated else block_d),
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -578,16 +638,32 @@ def _draft_extend_topk1_postprocess(
     argmax = _Argmax(config, logits, batch)
     # With a first launch, its programs (several per request) make the gathers too.
     argmax.launch_partials(row_indices=row_indices, hidden=hidden, dsa=dsa)
-    gather_here = not argmax.from_partials
-    _draft_extend_topk1_kernel[(batch,)](
+    gather_here = not argmax.shape.from_partials
+    _draft_extend_topk1_launch(
+        argmax.shape,
+        batch,
+        _gather_block(config, hidden) if gather_here and hidden is not None else 0,
+        _gather_block(config, dsa) if gather_here and dsa is not None else 0,
+    )(
         *argmax.kernel_args(),
         row_indices, row_indices.stride()[0], num_rows,
         *_gather_args(hidden), *_gather_args(dsa),
         out_topk_p, out_topk_p.stride()[0], out_topk_index, out_topk_index.stride()[0],
-        HAS_HIDDEN=gather_here and hidden is not None, HAS_DSA=gather_here and dsa is not None,
-        HIDDEN_BLOCK=_gather_block(config, hidden), DSA_BLOCK=_gather_block(config, dsa),
-        **argmax.constexprs(), num_warps=argmax.op_num_warps(),
     )  # fmt: skip
+
+
+@functools.lru_cache(maxsize=1024)
+def _draft_extend_topk1_launch(shape: _ArgmaxShape, batch: int, hidden_block: int, dsa_block: int) -> Launch:
+    """A gather block of 0: the gather is not made here (absent, or made by the first launch)."""
+    return _draft_extend_topk1_kernel.at(
+        (batch,),
+        HAS_HIDDEN=hidden_block > 0,
+        HAS_DSA=dsa_block > 0,
+        HIDDEN_BLOCK=max(hidden_block, 1),
+        DSA_BLOCK=max(dsa_block, 1),
+        **shape.constexprs(),
+        num_warps=shape.op_num_warps(),
+    )
 
 
 # --------------------------------------------------------------------------------------------------

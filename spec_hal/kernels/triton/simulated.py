@@ -8,13 +8,15 @@ whose root is -1 or out of range stay as they were), ``num_correct_drafts`` and 
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
 
 from ..._constants import SIMULATED_TOKEN
 from .config import LaunchConfig
-from .launch import cdiv, kernel, next_power_of_2
+from .launch import Launch, cdiv, kernel, next_power_of_2
 
 
 @kernel
@@ -84,9 +86,7 @@ def _generate_simulated_accept_index(
 ) -> None:
     bs, num_nodes = candidates.shape
     width = new_accept_index.shape[1]
-    columns = next_power_of_2(max(width, num_nodes))
-    rows = max(1, config.block // columns)
-    _simulated_accept_kernel[(cdiv(bs, rows),)](
+    _simulated_accept_launch(config, bs, max(width, num_nodes), real_draft_tokens)(
         accept_index, accept_index.stride()[0],
         predicts, predicts.stride()[0],
         num_correct_drafts, num_correct_drafts.stride()[0],
@@ -94,9 +94,21 @@ def _generate_simulated_accept_index(
         target_predict, *target_predict.stride(),
         new_accept_index, *new_accept_index.stride(),
         bs, num_nodes, width, accept_len,
-        REAL_DRAFT_TOKENS=real_draft_tokens, SIMULATED_TOKEN=SIMULATED_TOKEN,
-        ROWS=rows, COLUMNS=columns, num_warps=config.num_warps,
     )  # fmt: skip
+
+
+@functools.lru_cache(maxsize=1024)
+def _simulated_accept_launch(config: LaunchConfig, bs: int, lanes: int, real_draft_tokens: bool) -> Launch:
+    columns = next_power_of_2(lanes)
+    rows = max(1, config.block // columns)
+    return _simulated_accept_kernel.at(
+        (cdiv(bs, rows),),
+        REAL_DRAFT_TOKENS=real_draft_tokens,
+        SIMULATED_TOKEN=SIMULATED_TOKEN,
+        ROWS=rows,
+        COLUMNS=columns,
+        num_warps=config.num_warps,
+    )
 
 
 #: The family's launchers of this module: op name -> launcher(config, *provider arguments).

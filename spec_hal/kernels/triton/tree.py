@@ -22,6 +22,7 @@ int64. The results equal the portable references of ``spec_hal/ops/tree.py`` lan
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import torch
@@ -30,7 +31,7 @@ import triton.language as tl
 
 from ..._constants import FULL_MASK, QLEN_ONLY, QLEN_ONLY_BITPACKING, SIGNED_OF
 from .config import LaunchConfig
-from .launch import cdiv, kernel, next_power_of_2
+from .launch import Launch, cdiv, kernel, next_power_of_2
 from .sizing import request_warps, vocab_block, vocab_warps
 
 #: Bitpacked mask items are ORed bitwise: unsigned items are handed to Triton as the signed type of
@@ -196,11 +197,10 @@ def _build_tree_kernel_efficient(
     bs = seq_lens.shape[0]
     if tree_mask_mode == QLEN_ONLY_BITPACKING and tree_mask.dtype in SIGNED_OF:
         tree_mask = tree_mask.view(SIGNED_OF[tree_mask.dtype])
-    block_d = next_power_of_2(draft_token_num)
-    block_p = next_power_of_2(max(parent_list.shape[1], 1))
-    # The FULL_MASK prefix of seq_lens: one vector load when bs fits a launch block.
-    scan_block = min(config.block, next_power_of_2(max(bs, 1))) if tree_mask_mode == FULL_MASK else 1
-    _build_tree_kernel[(bs,)](
+    _build_tree_launch(
+        config, bs, parent_list.shape[1], topk, num_steps, draft_token_num, int(tree_mask_mode),
+        flat_tokens is not None,
+    )(
         parent_list, *parent_list.stride(), parent_list.shape[1],
         selected_index, *selected_index.stride(),
         seq_lens, seq_lens.stride()[0],
@@ -213,16 +213,30 @@ def _build_tree_kernel_efficient(
         draft_tokens, *((0, 0) if draft_tokens is None else draft_tokens.stride()),
         flat_tokens,
         draft_token_num,
-        MODE=int(tree_mask_mode),
+    )  # fmt: skip
+
+
+@functools.lru_cache(maxsize=1024)
+def _build_tree_launch(
+    config: LaunchConfig, bs: int, parents: int, topk: int, num_steps: int, draft_token_num: int, mode: int,
+    has_tokens: bool,
+) -> Launch:  # fmt: skip
+    block_d = next_power_of_2(draft_token_num)
+    block_p = next_power_of_2(max(parents, 1))
+    # The FULL_MASK prefix of seq_lens: one vector load when bs fits a launch block.
+    scan_block = min(config.block, next_power_of_2(max(bs, 1))) if mode == FULL_MASK else 1
+    return _build_tree_kernel.at(
+        (bs,),
+        MODE=mode,
         # K and S as constants: the slot division becomes a multiply, the ancestor walk unrolls.
         TOPK=topk,
         NUM_STEPS=num_steps,
         BLOCK_D=block_d,
         BLOCK_P=block_p,
         SCAN_BLOCK=scan_block,
-        HAS_TOKENS=flat_tokens is not None,
+        HAS_TOKENS=has_tokens,
         num_warps=request_warps(config, block_d * max(block_d, block_p)),
-    )  # fmt: skip
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -455,8 +469,7 @@ def _verify_tree_greedy(
     target_predict: torch.Tensor,
 ) -> None:
     bs, num_nodes = candidates.shape
-    block_d = next_power_of_2(num_nodes)
-    _verify_tree_kernel[(bs,)](
+    _verify_tree_launch(config, bs, num_nodes, None)(
         predicts, predicts.stride()[0],
         accept_index, *accept_index.stride(),
         num_correct_drafts, num_correct_drafts.stride()[0],
@@ -467,9 +480,27 @@ def _verify_tree_greedy(
         target_predict, *target_predict.stride(),
         None, 0, 0, None, 0, None, 0, 0, 0, None, 0, 0, 0, 1.0, 1.0,
         num_nodes, max(num_nodes - 1, 1), accept_index.shape[1], 0, bs * num_nodes,
-        SAMPLING=False, PAIR_PROBS=False, BLOCK_D=block_d, BLOCK_V=1,
-        num_warps=request_warps(config, block_d * block_d),
     )  # fmt: skip
+
+
+@functools.lru_cache(maxsize=1024)
+def _verify_tree_launch(config: LaunchConfig, bs: int, num_nodes: int, vocab: int | None) -> Launch:
+    """The launch of a greedy verify (``vocab`` None: no probabilities are read) or a sampling one."""
+    block_d = next_power_of_2(num_nodes)
+    num_warps = request_warps(config, block_d * block_d)
+    if vocab is None:
+        return _verify_tree_kernel.at(
+            (bs,), SAMPLING=False, PAIR_PROBS=False, BLOCK_D=block_d, BLOCK_V=1, num_warps=num_warps
+        )
+    block_v = vocab_block(config, vocab)
+    return _verify_tree_kernel.at(
+        (bs,),
+        SAMPLING=True,
+        PAIR_PROBS=block_d <= _MAX_PAIR_PROBS_NODES,
+        BLOCK_D=block_d,
+        BLOCK_V=block_v,
+        num_warps=max(num_warps, vocab_warps(config, block_v)),
+    )
 
 
 def _tree_speculative_sampling_target_only(
@@ -489,9 +520,7 @@ def _tree_speculative_sampling_target_only(
     threshold_acc: float,
 ) -> None:
     bs, num_nodes, vocab = target_probs.shape
-    block_d = next_power_of_2(num_nodes)
-    block_v = vocab_block(config, vocab)
-    _verify_tree_kernel[(bs,)](
+    _verify_tree_launch(config, bs, num_nodes, vocab)(
         predicts, predicts.stride()[0],
         accept_index, *accept_index.stride(),
         num_correct_drafts, num_correct_drafts.stride()[0],
@@ -506,8 +535,6 @@ def _tree_speculative_sampling_target_only(
         draft_probs, *draft_probs.stride(),
         threshold_single, threshold_acc,
         num_nodes, max(num_nodes - 1, 1), accept_index.shape[1], vocab, bs * num_nodes,
-        SAMPLING=True, PAIR_PROBS=block_d <= _MAX_PAIR_PROBS_NODES, BLOCK_D=block_d, BLOCK_V=block_v,
-        num_warps=max(request_warps(config, block_d * block_d), vocab_warps(config, block_v)),
     )  # fmt: skip
 
 
@@ -594,8 +621,7 @@ def _chain_speculative_sampling(
     draft_probs: torch.Tensor,
 ) -> None:
     bs, num_nodes, vocab = target_probs.shape
-    block_v = vocab_block(config, vocab)
-    _chain_sampling_kernel[(bs,)](
+    _chain_sampling_launch(config, bs, num_nodes, vocab)(
         predicts, predicts.stride()[0],
         accept_index, *accept_index.stride(),
         num_correct_drafts, num_correct_drafts.stride()[0],
@@ -606,9 +632,15 @@ def _chain_speculative_sampling(
         target_probs, *target_probs.stride(),
         draft_probs, *draft_probs.stride(),
         num_nodes, vocab, bs * num_nodes,
-        BLOCK_D=next_power_of_2(num_nodes), BLOCK_V=block_v,
-        num_warps=vocab_warps(config, block_v),
     )  # fmt: skip
+
+
+@functools.lru_cache(maxsize=1024)
+def _chain_sampling_launch(config: LaunchConfig, bs: int, num_nodes: int, vocab: int) -> Launch:
+    block_v = vocab_block(config, vocab)
+    return _chain_sampling_kernel.at(
+        (bs,), BLOCK_D=next_power_of_2(num_nodes), BLOCK_V=block_v, num_warps=vocab_warps(config, block_v)
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -652,14 +684,20 @@ def _fill_bonus_tokens(
     bs, width = accept_tokens.shape
     if width == 0:
         return  # every accept_lens is out of range: nothing is written
+    _fill_bonus_tokens_launch(config, bs, width)(
+        accept_tokens, *accept_tokens.stride(), accept_lens, accept_lens.stride()[0],
+        bonus_tokens, bonus_tokens.stride()[0], bs, width,
+    )  # fmt: skip
+
+
+@functools.lru_cache(maxsize=1024)
+def _fill_bonus_tokens_launch(config: LaunchConfig, bs: int, width: int) -> Launch:
     block_w = next_power_of_2(width)
     whole_rows = block_w <= _MAX_WHOLE_ROW
     block = max(1, config.block // block_w) if whole_rows else config.block  # block lanes per program
-    _fill_bonus_tokens_kernel[(cdiv(bs, block),)](
-        accept_tokens, *accept_tokens.stride(), accept_lens, accept_lens.stride()[0],
-        bonus_tokens, bonus_tokens.stride()[0], bs, width,
-        BLOCK=block, BLOCK_W=block_w, WHOLE_ROWS=whole_rows, num_warps=config.num_warps,
-    )  # fmt: skip
+    return _fill_bonus_tokens_kernel.at(
+        (cdiv(bs, block),), BLOCK=block, BLOCK_W=block_w, WHOLE_ROWS=whole_rows, num_warps=config.num_warps
+    )
 
 
 # --------------------------------------------------------------------------------------------------

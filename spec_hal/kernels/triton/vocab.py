@@ -23,6 +23,7 @@ blocks of the vendor's bandwidth tile.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
@@ -31,7 +32,7 @@ import triton
 import triton.language as tl
 
 from .config import LaunchConfig
-from .launch import kernel, next_power_of_2
+from .launch import Kernel, Launch, kernel, next_power_of_2
 from .sizing import vocab_block, vocab_warps
 
 #: Largest k (``fast_topk``) and num_samples (``fast_sample``) of the kernel: its set of the k best
@@ -228,16 +229,24 @@ def _launch_top(
     rows = outer * inner
     if rows == 0:
         return
-    block = vocab_block(config, n)
     race = noise is not None
-    _top_kernel[(min(rows, config.max_grid),)](
+    wide = src.dtype == torch.float64 and not race
+    _rows_launch(_top_kernel, config, rows, n, RACE=race, WIDE=wide, TOP=next_power_of_2(k))(
         src, *src_strides,
         noise, *(noise.stride() if noise is not None else (0, 0)),
         out_values, *out_rows[0][2], out_indices, *out_rows[1][2],
         rows, inner, n, k,
-        RACE=race, WIDE=src.dtype == torch.float64 and not race, TOP=next_power_of_2(k), BLOCK=block,
-        num_warps=vocab_warps(config, block),
     )  # fmt: skip
+
+
+@functools.lru_cache(maxsize=1024)
+def _rows_launch(row_kernel: Kernel, config: LaunchConfig, rows: int, n: int, **constexprs: object) -> Launch:
+    """A launch of one of this module's kernels: a program per row of ``n`` (programs loop past the
+    grid limit), walking it in vocabulary blocks."""
+    block = vocab_block(config, n)
+    return row_kernel.at(
+        (min(rows, config.max_grid),), **constexprs, BLOCK=block, num_warps=vocab_warps(config, block)
+    )
 
 
 def _fast_topk(
@@ -390,8 +399,10 @@ def _launch_softmax(
     if batch == 0:
         return
     top_ks, noise, q_x, x = sample if sample is not None else (None, None, None, None)
-    block = vocab_block(config, vocab)
-    _softmax_kernel[(min(batch, config.max_grid),)](
+    _rows_launch(
+        _softmax_kernel, config, batch, vocab,
+        HAS_TEMPERATURES=temperatures is not None, SAMPLE=sample is not None, HAS_TOP_KS=top_ks is not None,
+    )(
         logits, *logits.stride(),
         temperatures, 0 if temperatures is None else temperatures.stride()[0],
         top_ks, 0 if top_ks is None else top_ks.stride()[0],
@@ -399,8 +410,6 @@ def _launch_softmax(
         q, *q.stride(),
         q_x, 0 if q_x is None else q_x.stride()[0], x, 0 if x is None else x.stride()[0],
         batch, vocab,
-        HAS_TEMPERATURES=temperatures is not None, SAMPLE=sample is not None, HAS_TOP_KS=top_ks is not None,
-        BLOCK=block, num_warps=vocab_warps(config, block),
     )  # fmt: skip
 
 
