@@ -6,6 +6,7 @@ record what the launcher calls. The real launcher runs on the H200 through the c
 
 from __future__ import annotations
 
+import inspect
 import random
 import types
 
@@ -524,3 +525,37 @@ def test_no_direct_launch_where_the_wrapper_does_more():
         run.launch = lambda *args: None
         assert launch.direct_launch(run, "function", "metadata", ()) is None
     assert launch.direct_launch(FakeCompiled("x").run, "function", "metadata", ()) is None  # no C entry point
+
+
+@pytest.mark.parametrize(
+    "op, sizes",
+    [
+        ("assign_req_to_token_pool", {"bs": 4}),
+        ("draft_topk1_postprocess", {"bs": 3, "vocab": 300}),  # partials, then the op's kernel
+        ("move_kv_cache", {"bs": 4, "num_steps": 3}),
+        ("top_p_renorm_prob", {"bs": 2, "vocab": 200}),
+        ("fast_topk", {"bs": 3, "vocab": 100}),
+    ],
+)
+def test_a_launcher_builds_its_launches_once_per_launch_shape(op, sizes, monkeypatch):
+    """Two calls of one size make the same launches (the same objects, holding the plans), and the
+    second builds none: its grids, constexprs and options are not worked out again."""
+    from spec_hal import ops, registry
+    from spec_hal.bench import builders
+    from spec_hal.testing import emulate, use_provider
+
+    builder = builders()[op]
+    params = inspect.signature(builder).parameters
+    inputs = builder(torch.device("cpu"), **{k: v for k, v in sizes.items() if k in params})
+    with emulate("cuda"), use_provider(op, registry.TRITON):
+        with launch.recording() as first:
+            getattr(ops, op)(**inputs)
+        built = []
+        at = Kernel.at
+        monkeypatch.setattr(
+            Kernel, "at", lambda self, grid, /, **options: built.append(grid) or at(self, grid, **options)
+        )
+        with launch.recording() as second:
+            getattr(ops, op)(**inputs)
+    assert first and built == []
+    assert all(a is b for (a, _), (b, _) in zip(first, second, strict=True)) and len(first) == len(second)
