@@ -74,10 +74,18 @@ def _load_row_block(row_ptr, stride_v, start, end, BLOCK: tl.constexpr):
     """Lanes ``start + [0, BLOCK)`` of a row, those before ``end``: (indices, in range, values (0
     outside), keys)."""
     offsets = start + tl.arange(0, BLOCK)
+    inside, values, keys = _load_lanes(row_ptr, stride_v, offsets, end)
+    return offsets, inside, values, keys
+
+
+@triton.jit
+def _load_lanes(row_ptr, stride_v, offsets, end):
+    """Lanes ``offsets`` (any shape) of a row, those before ``end``: (in range, values (0 outside),
+    keys)."""
     inside = offsets < end
     values = tl.load(row_ptr + offsets.to(tl.int64) * stride_v, mask=inside, other=0.0)
     # -0.0 is a probability of 0: its bits would be the most negative key.
-    return offsets, inside, values, tl.where(values == 0.0, 0, values.to(tl.int32, bitcast=True))
+    return inside, values, tl.where(values == 0.0, 0, values.to(tl.int32, bitcast=True))
 
 
 @triton.jit
@@ -117,17 +125,19 @@ def _mass_pass(
     """Over lanes ``[begin, end)``, the bracket (as in :func:`_count_pass`): the mass of each digit.
     Each step reads ``UNROLL`` blocks of ``BLOCK_R`` lanes, all loads issued before the first is used
     (the ``[BLOCK_R, digits]`` sums keep the block small; one block per step would wait on memory
-    once per block)."""
+    once per block). A block is loaded as a ``[BLOCK_R, 1]`` column, in the layout of the sums: a
+    1-D block would be converted to it (through shared memory) on every step."""
     NUM_DIGITS: tl.constexpr = tl.constexpr(1) << (HIGH - SHIFT)
     head = prefix >> HIGH
-    digit_values = tl.arange(0, NUM_DIGITS)
+    digit_values = tl.arange(0, NUM_DIGITS)[None, :]
+    lanes = tl.arange(0, BLOCK_R)[:, None]
     masses = tl.zeros([BLOCK_R, NUM_DIGITS], tl.float32)
     for start in range(begin, end, BLOCK_R * UNROLL):
         for part in tl.static_range(UNROLL):
-            _, inside, values, keys = _load_row_block(row_ptr, stride_v, start + part * BLOCK_R, end, BLOCK_R)
+            inside, values, keys = _load_lanes(row_ptr, stride_v, start + part * BLOCK_R + lanes, end)
             digits = (keys >> SHIFT) & (NUM_DIGITS - 1)
-            hit = (inside & ((keys >> HIGH) == head))[:, None] & (digits[:, None] == digit_values[None, :])
-            masses += tl.where(hit, values[:, None], 0.0)
+            hit = inside & ((keys >> HIGH) == head) & (digits == digit_values)
+            masses += tl.where(hit, values, 0.0)
     return tl.sum(masses, 0)
 
 
