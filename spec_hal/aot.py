@@ -172,7 +172,7 @@ def _recording(
 
     original = Launch.__call__
     patched = []
-    Launch.__call__ = record  # type: ignore[method-assign]
+    Launch.__call__ = record  # type: ignore[method-assign, assignment]
     try:
         for name, launcher in launchers.items():
             op = getattr(ops, name)
