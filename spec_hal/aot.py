@@ -168,7 +168,7 @@ def _recording(
         config: Any = None
 
     def record(launch: Any, *args: Any) -> None:
-        sink.append((launch.kernel.jit, args, launch.options))
+        sink.append((launch.kernel.jit, args, dict(launch.options)))
 
     original = Launch.__call__
     patched = []
