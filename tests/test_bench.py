@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from inspect import signature
 from pathlib import Path
 
 import pytest
 import torch
 
-from spec_hal.bench import Timing, _row, bytes_moved, run, settle_launch_reference
+from spec_hal.bench import Timing, _row, builders, bytes_moved, run, settle_launch_reference
 from spec_hal.bench.report import missed_targets
 from spec_hal.errors import SpecHalError
 from spec_hal.ops import KVBuffers
@@ -54,6 +55,18 @@ def test_draft_extend_reads_only_the_selected_logits_rows():
         "dsa_topk_indices": None,
     }
     assert bytes_moved("draft_extend_topk1_postprocess", kwargs) == 2 * 32 * 4 + 2 * 2 * 6 * 2
+
+
+@pytest.mark.parametrize("op", ["tree_speculative_sampling_target_only", "chain_speculative_sampling"])
+def test_tree_and_chain_sampling_count_one_target_and_draft_row_per_request(op):
+    builder = builders()[op]
+    sizes = {"bs": 3, "vocab": 40, "topk": 2, "num_steps": 2}
+    kwargs = builder(
+        torch.device("cpu"), **{k: v for k, v in sizes.items() if k in signature(builder).parameters}
+    )
+    bs, nodes, vocab = kwargs["target_probs"].shape
+    assert (bs, vocab) == (3, 40) and nodes > 1
+    assert bytes_moved(op, kwargs) == 8 * bs * vocab  # not every node's row of both tensors
 
 
 def test_draft_kv_indices_follow_the_ops_formula():

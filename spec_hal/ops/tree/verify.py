@@ -254,11 +254,19 @@ def _check_probs(
     return vocab
 
 
+def _sampling_bytes(target_probs: Tensor, **_: object) -> int:
+    """One target and one draft row of V float32 per request: the residual distribution of the last
+    accepted node is read whole; the single probabilities along the path are left out (§P counts
+    the tree and chain sampling this way; every tensor whole would count all D rows)."""
+    return 8 * target_probs.shape[0] * target_probs.shape[2]
+
+
 @define_op(
     _tree_speculative_sampling_target_only_reference,
     mutates=("predicts", "accept_index", "num_correct_drafts", "draft_probs"),
     op_class="bandwidth",
     variant=("candidates", "retrieve_index", "retrieve_next_token", "retrieve_next_sibling"),
+    bytes_moved=_sampling_bytes,
 )
 def tree_speculative_sampling_target_only(
     predicts: Tensor,
@@ -387,6 +395,7 @@ def _chain_speculative_sampling_reference(
     mutates=("predicts", "accept_index", "num_correct_drafts"),
     op_class="bandwidth",
     variant=("candidates", "retrieve_index"),
+    bytes_moved=_sampling_bytes,
 )
 def chain_speculative_sampling(
     predicts: Tensor,
