@@ -186,17 +186,13 @@ class Kernel:
     def _launch_at(self, grid: Sequence[int], /, *args: Any, **options: Any) -> None:
         self.at(grid, **options)(*args)
 
-    def can_read(self, args: tuple[Any, ...]) -> bool:
-        """Whether a reader serves these arguments' signature or one can still be filed for it."""
-        kinds = _kinds_of(args)
-        return kinds is not None and (kinds in self._signatures or len(self._signatures) < MAX_SIGNATURES)
+    def can_read(self, kinds: str) -> bool:
+        """Whether a reader serves the signature ``kinds`` or one can still be filed for it."""
+        return kinds in self._signatures or len(self._signatures) < MAX_SIGNATURES
 
-    def reader_for(self, args: tuple[Any, ...]) -> Reader | None:
-        """The reader of these arguments' signature, made and filed when there is room; None where
-        no reader can serve them (kinds a plan cannot take, or :data:`MAX_SIGNATURES` filed)."""
-        kinds = _kinds_of(args)
-        if kinds is None:
-            return None
+    def reader_for(self, kinds: str) -> Reader | None:
+        """The reader of the signature ``kinds`` (see :func:`_kinds_of`), made and filed when there
+        is room; None once :data:`MAX_SIGNATURES` others are filed."""
         reader = self._signatures.get(kinds)
         if reader is not None:
             return reader
@@ -283,12 +279,13 @@ class Launch:
         compiled = self.kernel.jit[self.grid](*args, **self.options)
         if compiled is None or len(self._plans) >= MAX_PLANS:
             return
-        if not self.kernel.can_read(args):
+        kinds = _kinds_of(args)
+        if kinds is None or not self.kernel.can_read(kinds):
             return
         tail = self.kernel.constexpr_tail(device, args, self.options)
         if tail is None:  # no plan for these arguments (and a new signature takes no slot)
             return
-        reader = self.kernel.reader_for(args)
+        reader = self.kernel.reader_for(kinds)
         if reader is None:  # the signatures filled up meanwhile
             return
         read = reader(device, *args)
@@ -395,10 +392,9 @@ def stage_seconds(launch: Launch, args: tuple[Any, ...], repeats: int = 200) -> 
     for _ in range(repeats):
         launch.plan_for(device, args)
     plan_seconds = (time.perf_counter() - started) / repeats
-    x, y, z = (*launch.grid, 1, 1)[:3]
     started = time.perf_counter()
     for _ in range(repeats):
-        plan.go(x, y, z, active.get_current_stream(device), values)
+        plan.go(launch._x, launch._y, launch._z, active.get_current_stream(device), values)
     return plan_seconds, (time.perf_counter() - started) / repeats
 
 

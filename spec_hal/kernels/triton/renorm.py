@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 import triton
@@ -540,26 +541,36 @@ def _plan(config: LaunchConfig, batch: int, vocab: int, top_p: bool) -> tuple[st
     return shape, block_v, warps(block_v, 4, config.warp_size, config.copy_num_warps), chunk
 
 
+class _Launches(NamedTuple):
+    """The launches of one renorm layout (:func:`_launches`)."""
+
+    shape: str
+    #: In order: split rows launch once per digit, then once to write.
+    launches: tuple[Launch, ...]
+    #: Lanes of a row per program.
+    chunk: int
+    #: Split rows: programs per row, and the int32 columns of a row's scratch (0 otherwise).
+    num_chunks: int = 0
+    scratch_columns: int = 0
+
+
 @functools.lru_cache(maxsize=1024)
-def _launches(
-    config: LaunchConfig, batch: int, vocab: int, top_p: bool, per_row: bool
-) -> tuple[str, tuple[Launch, ...], int]:
-    """(launch shape, its launches in order, lanes of a row per program) of :func:`_plan`'s shape:
-    split rows launch once per digit, then once to write."""
+def _launches(config: LaunchConfig, batch: int, vocab: int, top_p: bool, per_row: bool) -> _Launches:
+    """The launches of :func:`_plan`'s shape for this layout."""
     shape, block_v, num_warps, chunk = _plan(config, batch, vocab, top_p)
     rows_grid = (min(batch, config.max_grid),)
     if shape == RESIDENT:
         resident = _renorm_resident_kernel.at(
             rows_grid, TOP_P=top_p, PER_ROW=per_row, BLOCK_V=block_v, num_warps=num_warps
         )
-        return shape, (resident,), chunk
+        return _Launches(shape, (resident,), chunk)
     if shape == ROWS:
         digit = _ROW_DIGIT_BITS[top_p]
         rows = _renorm_rows_kernel.at(
             rows_grid, TOP_P=top_p, PER_ROW=per_row, BLOCK_V=block_v, BLOCK_R=max(block_v >> digit, 1),
             DIGIT=digit, num_warps=num_warps,
         )  # fmt: skip
-        return shape, (rows,), chunk
+        return _Launches(shape, (rows,), chunk)
     digit = _SPLIT_DIGIT_BITS[top_p]
     num_chunks = cdiv(vocab, chunk)
     grid = (num_chunks, min(batch, config.max_grid))
@@ -578,7 +589,8 @@ def _launches(
         for level in range(cdiv(_KEY_BITS.value, digit))
     )
     write = _renorm_write_kernel.at(grid, BLOCK_V=block_v, num_warps=num_warps)
-    return shape, (*digits, write), chunk
+    scratch_columns = _STATE_SLOTS.value + num_chunks * ((1 << digit) + 1)
+    return _Launches(shape, (*digits, write), chunk, num_chunks, scratch_columns)
 
 
 def _launch(
@@ -592,18 +604,15 @@ def _launch(
     batch, vocab = probs.shape
     if batch == 0:
         return
-    shape, launches, chunk = _launches(config, batch, vocab, top_p, param is not None)
+    shape, launches, chunk, num_chunks, scratch_columns = _launches(
+        config, batch, vocab, top_p, param is not None
+    )
     param_args = (param, 0 if param is None else param.stride()[0], param_value)
     if shape != SPLIT:
         launches[0](probs, *probs.stride(), out, *out.stride(), *param_args, batch, vocab)
         return
     *digits, write = launches
-    num_chunks = cdiv(vocab, chunk)
-    scratch = torch.zeros(
-        (batch, _STATE_SLOTS.value + num_chunks * ((1 << _SPLIT_DIGIT_BITS[top_p]) + 1)),
-        dtype=torch.int32,
-        device=probs.device,
-    )
+    scratch = torch.zeros((batch, scratch_columns), dtype=torch.int32, device=probs.device)
     for digit in digits:  # the same arguments at every digit
         digit(
             probs, *probs.stride(), *param_args, scratch, scratch.stride()[0], batch, vocab, chunk, num_chunks,
