@@ -176,6 +176,10 @@ def test_the_interpreter_configurations_take_every_shape():
 def test_both_shapes_agree_with_the_reference(op, rows, config):
     """Per-row parameters spanning keep-all and deep kept sets, more rows than the grid (max_grid 2:
     programs take several rows, the split scratch counts arrivals across them)."""
+    _assert_agrees_on_mixed_rows(op, rows, config)
+
+
+def _assert_agrees_on_mixed_rows(op, rows, config):
     kwargs = B[op](torch.device("cpu"), bs=5, vocab=300, rows=rows, seed=len(rows))
     if op == K:
         parameter = torch.tensor([1, 7, 0, 150, 299], dtype=torch.int32)
@@ -183,6 +187,30 @@ def test_both_shapes_agree_with_the_reference(op, rows, config):
         parameter = torch.tensor([0.25, 1.0, 0.5, 0.9, 0.984375])
     args = [kwargs["probs"], parameter, 0 if op == K else 1.0, kwargs["out"]]
     assert_providers_agree(op, provider(op, config), args)
+
+
+@pytest.fixture
+def fresh_layouts():
+    """The renorm layouts worked out anew in the test and after it (a test changes what they read)."""
+    renorm_kernels._launches.cache_clear()
+    yield
+    renorm_kernels._launches.cache_clear()
+
+
+@pytest.mark.parametrize("rows", renorm_cases.ROWS)
+def test_split_top_p_takes_narrower_digits_for_many_values(rows, monkeypatch, fresh_layouts):
+    """Split top-p rows of many values in all take narrower digits (a launch more per two bits of
+    the key): the same kept sets."""
+    digits = renorm_kernels._KEY_BITS.value
+    wide = renorm_kernels._launches(SPLIT_ROWS, 5, 300, True, True)
+    assert len(wide.launches) == -(-digits // renorm_kernels._SPLIT_DIGIT_BITS[True]) + 1
+    monkeypatch.setattr(renorm_kernels, "_MANY_SPLIT_TOP_P_VALUES", 5 * 300)
+    renorm_kernels._launches.cache_clear()
+    narrow = renorm_kernels._launches(SPLIT_ROWS, 5, 300, True, True)
+    assert narrow.shape == renorm_kernels.SPLIT
+    assert len(narrow.launches) == -(-digits // renorm_kernels._NARROW_SPLIT_TOP_P_DIGIT_BITS) + 1
+    assert len(narrow.launches) > len(wide.launches)
+    _assert_agrees_on_mixed_rows(P, rows, SPLIT_ROWS)
 
 
 @pytest.mark.parametrize("config", SHAPES.values(), ids=SHAPES.keys())

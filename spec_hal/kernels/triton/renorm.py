@@ -1,23 +1,29 @@
 """Triton kernels of family D7: ``top_k_renorm_prob`` and ``top_p_renorm_prob`` without a sort.
 
 The kept set is ``{p >= tau}`` with ``tau`` a value of the row (``spec_hal/ops/renorm.py``).
-Non-negative float32 values order like their bit patterns read as int32 (*keys*, 31 bits), so
-``tau``'s key is found one digit at a time, most significant first (a radix select). The condition on
-a key x (top-k: at least k values of the row at or above x; top-p: at least ``top_p * total`` of mass
-at or above x) only weakens as x grows, and ``tau`` is the largest key of the row where it holds.
-Each pass over the row tallies the values whose key starts with the digits found so far (the
-*bracket*) by their next digit; the highest digit where the condition still holds (counting what lies
-above the bracket) is ``tau``'s next digit. Top-k tallies counts (``tl.histogram``), top-p tallies
-mass (per-lane sums of each digit value: a compare and an add per value and digit value, so its digits
-are narrower); top-p's first pass also gives the row's total.
+Non-negative float32 values order like their bit patterns read as int32 (*keys*, 31 bits). The
+condition on a key x (top-k: at least k values of the row at or above x; top-p: at least
+``top_p * total`` of mass at or above x) only weakens as x grows, and ``tau`` is the largest key of
+the row where it holds; each pass over the row narrows the keys where it can lie.
 
-After the last digit the tallied bins are single keys, so the kept mass is exact bookkeeping: the
-mass above the last bracket plus each kept key's count (top-k) or mass (top-p). A last pass writes
-``out = p / sum(kept)`` where ``p >= tau``, 0 elsewhere (``out`` may be ``probs``: every lane is read
-before it is written, by the thread that writes it). Rows that keep everything (``k <= 0``,
-``k >= V``, ``top_p >= 1``) only sum the row. Passes after the first read the row again (from L2 when
-it is still there): the op's bytes are counted once. Negative keys (negative values, which the
-contract rejects) match no digit and fall below every ``tau``.
+Top-k finds ``tau``'s key one digit at a time, most significant first (a radix select): a pass tallies
+the values whose key starts with the digits found so far (the *bracket*) by their next digit
+(``tl.histogram``), and the highest digit where the condition still holds (counting what lies above
+the bracket) is the next digit. After the last digit the tallied bins are single keys, so the kept
+mass is exact bookkeeping: the mass above the last bracket plus each kept key's count times its value.
+
+Top-p splits the bracket ``[low, high)`` of keys into ``2**DIGIT`` even steps (*pivots*, the first
+``low``) and sums, per pivot, the mass of the values at or above it, compared as floats (a compare, a
+select and a float add per value and pivot: nothing to decode, and the adds run on the float pipe).
+The highest pivot where the condition holds becomes ``low`` and the next one ``high``; the first
+pass, whose first pivot is key 0, also gives the row's total. When one key is left, ``low`` is tau
+and its pivot's mass the kept mass.
+
+A last pass writes ``out = p / sum(kept)`` where ``p >= tau``, 0 elsewhere (``out`` may be ``probs``:
+every lane is read before it is written, by the thread that writes it). Rows that keep everything
+(``k <= 0``, ``k >= V``, ``top_p >= 1``) only sum the row. Passes after the first read the row again
+(from L2 when it is still there): the op's bytes are counted once. Negative keys (negative values,
+which the contract rejects) match no digit and fall below every ``tau``.
 
 Three shapes of launch:
 
@@ -49,21 +55,31 @@ from .sizing import warps
 
 #: Bits of a key (the sign bit of a non-negative float is 0).
 _KEY_BITS = tl.constexpr(31)
-#: Digit widths (bits) of (top-k, top-p). A pass costs a read of the row plus work per value that
-#: grows with the digit's values (``tl.histogram``'s bit ballots, or a compare and an add per digit
-#: value); one program per row is bound by that work, so its digits are narrow. Split rows pay a
-#: launch per digit instead, so theirs are wider.
-_ROW_DIGIT_BITS = (5, 2)
-_SPLIT_DIGIT_BITS = (8, 4)
+#: One past the largest key: top-p's first bracket is ``[0, _KEY_END)``.
+_KEY_END = tl.constexpr(2**31)
+#: Digit widths (bits) of (top-k, top-p): top-p's pivots per pass are ``2**DIGIT``. A pass costs a
+#: read of the row plus work per value that grows with the digit's values (``tl.histogram``'s bit
+#: ballots, or a compare, a select and an add per pivot), and a split row a launch per digit too. A
+#: top-k program walking its row is bound by the histogram's work, so its digits are narrower than
+#: the split ones; top-p's pivots weigh the same in both shapes, and so do its digits.
+_ROW_DIGIT_BITS = (5, 3)
+_SPLIT_DIGIT_BITS = (8, 3)
+#: Split top-p rows of this many values in all (rows x vocabulary) and more take digits of
+#: ``_NARROW_SPLIT_TOP_P_DIGIT_BITS`` bits: a pass's work per value then outweighs the cost of the
+#: launches that narrower digits add.
+_MANY_SPLIT_TOP_P_VALUES = 2**25
+_NARROW_SPLIT_TOP_P_DIGIT_BITS = 2
 #: Blocks of a mass pass loaded per step (more keep more registers live than the kernel has).
 _UNROLL = tl.constexpr(4)
 _KEY_MIN = tl.constexpr(-(2**31))
-#: A split row's int32 scratch: these slots, then per chunk one slot per digit value and one more
-#: (the chunk's mass above the bracket, or its total); float32 values are kept as their bits.
+#: A split row's int32 scratch: these slots, then per chunk one slot per digit value or pivot and one
+#: more (top-k's mass above the bracket, or the total of a row that keeps everything); float32 values
+#: are kept as their bits.
 _ARRIVALS = tl.constexpr(0)
+#: Top-k's digits found so far; top-p's bracket ``[low, high)`` as ``low`` (here) and ``high - 1``.
 _PREFIX = tl.constexpr(1)
 _COUNT_ABOVE = tl.constexpr(2)
-_MASS_ABOVE = tl.constexpr(3)
+_HIGH_LAST = tl.constexpr(3)
 _TARGET = tl.constexpr(4)
 _KEPT_MASS = tl.constexpr(5)
 _TAU_KEY = tl.constexpr(6)
@@ -119,26 +135,28 @@ def _count_pass(
 
 
 @triton.jit
-def _mass_pass(
-    row_ptr, stride_v, begin, end, prefix, HIGH: tl.constexpr, SHIFT: tl.constexpr, BLOCK_R: tl.constexpr,
-    UNROLL: tl.constexpr,
-):  # fmt: skip
-    """Over lanes ``[begin, end)``, the bracket (as in :func:`_count_pass`): the mass of each digit.
-    Each step reads ``UNROLL`` blocks of ``BLOCK_R`` lanes, all loads issued before the first is used
-    (the ``[BLOCK_R, digits]`` sums keep the block small; one block per step would wait on memory
-    once per block). A block is loaded as a ``[BLOCK_R, 1]`` column, in the layout of the sums: a
-    1-D block would be converted to it (through shared memory) on every step."""
-    NUM_DIGITS: tl.constexpr = tl.constexpr(1) << (HIGH - SHIFT)
-    head = prefix >> HIGH
-    digit_values = tl.arange(0, NUM_DIGITS)[None, :]
+def _pivots(low, high, DIGIT: tl.constexpr):
+    """The ``2**DIGIT`` keys ``low + (high - low) * j / 2**DIGIT`` (rounded down; int64 scalars in,
+    an int64 vector out): the first is ``low``, all are below ``high``."""
+    steps = tl.arange(0, tl.constexpr(1) << DIGIT).to(tl.int64)
+    return low + (((high - low) * steps) >> DIGIT)
+
+
+@triton.jit
+def _mass_pass(row_ptr, stride_v, begin, end, pivots, BLOCK_R: tl.constexpr, UNROLL: tl.constexpr):
+    """Over lanes ``[begin, end)``, the mass of the values at or above each pivot key, compared as the
+    floats the keys encode (the lanes past the range load 0.0, which adds nothing). Each step reads
+    ``UNROLL`` blocks of ``BLOCK_R`` lanes, all loads issued before the first is used (the
+    ``[BLOCK_R, pivots]`` sums keep the block small; one block per step would wait on memory once per
+    block). A block is loaded as a ``[BLOCK_R, 1]`` column, in the layout of the sums: a 1-D block
+    would be converted to it (through shared memory) on every step."""
+    thresholds = pivots.to(tl.int32).to(tl.float32, bitcast=True)[None, :]
     lanes = tl.arange(0, BLOCK_R)[:, None]
-    masses = tl.zeros([BLOCK_R, NUM_DIGITS], tl.float32)
+    masses = tl.zeros([BLOCK_R, pivots.shape[0]], tl.float32)
     for start in range(begin, end, BLOCK_R * UNROLL):
         for part in tl.static_range(UNROLL):
-            inside, values, keys = _load_lanes(row_ptr, stride_v, start + part * BLOCK_R + lanes, end)
-            digits = (keys >> SHIFT) & (NUM_DIGITS - 1)
-            hit = inside & ((keys >> HIGH) == head) & (digits == digit_values)
-            masses += tl.where(hit, values, 0.0)
+            _, values, _ = _load_lanes(row_ptr, stride_v, start + part * BLOCK_R + lanes, end)
+            masses += tl.where(values >= thresholds, values, 0.0)
     return tl.sum(masses, 0)
 
 
@@ -171,16 +189,22 @@ def _top_k_select(counts, mass_above, prefix, count_above, k, HIGH: tl.constexpr
 
 
 @triton.jit
-def _top_p_select(masses, prefix, mass_above, target, SHIFT: tl.constexpr):
-    """From a pass's masses (top_p < 1): (the prefix with tau's next digit, the mass above the new
-    bracket, after the last digit the kept mass, else 0)."""
-    chosen, summed = _highest_holding(masses, mass_above, target)
-    kept_mass = tl.zeros((), tl.float32)
-    if SHIFT == 0:
-        # The digits are whole keys: the kept mass is what lies above tau's key plus tau's own.
-        digit_values = tl.arange(0, masses.shape[0])
-        kept_mass = mass_above + summed + tl.sum(tl.where(digit_values == chosen, masses, 0.0), 0)
-    return prefix | (chosen.to(tl.int32) << SHIFT), mass_above + summed, kept_mass
+def _top_p_select(masses, pivots, high, target):
+    """From a pass's masses at its pivots (top_p < 1): (the highest pivot whose mass reaches
+    ``target`` and is not 0, the next pivot or ``high``: the new bracket; that pivot's mass). Where
+    none does, the first (``low``, which held when it was chosen: float32 sums may say otherwise).
+    Not 0: a target that rounds to 0 would hold above the row's maximum and keep nothing."""
+    steps = tl.arange(0, masses.shape[0])
+    chosen = tl.max(tl.where((masses >= target) & (masses > 0), steps, 0), 0)
+    low = tl.sum(tl.where(steps == chosen, pivots, 0), 0)
+    high = tl.min(tl.where(steps > chosen, pivots, high), 0)
+    return low, high, tl.sum(tl.where(steps == chosen, masses, 0.0), 0)
+
+
+@triton.jit
+def _first(vector):
+    """``vector[0]``."""
+    return tl.sum(tl.where(tl.arange(0, vector.shape[0]) == 0, vector, 0), 0)
 
 
 @triton.jit
@@ -249,29 +273,17 @@ def _top_p_threshold(
     row_ptr, stride_v, vocab, top_p, DIGIT: tl.constexpr, BLOCK_R: tl.constexpr, UNROLL: tl.constexpr
 ):  # fmt: skip
     """(tau's key, sum of the kept values) for top_p < 1."""
-    prefix = tl.zeros((), tl.int32)
-    mass_above = tl.zeros((), tl.float32)
+    low = tl.zeros((), tl.int64)
+    high = low + _KEY_END
     target = tl.zeros((), tl.float32)
     kept_mass = tl.zeros((), tl.float32)
     for level in tl.static_range((_KEY_BITS + DIGIT - 1) // DIGIT):
-        prefix, mass_above, target, kept_mass = _top_p_digit(
-            row_ptr, stride_v, vocab, top_p, prefix, mass_above, target, level, DIGIT, BLOCK_R, UNROLL
-        )
-    return prefix, kept_mass
-
-
-@triton.jit
-def _top_p_digit(
-    row_ptr, stride_v, vocab, top_p, prefix, mass_above, target, LEVEL: tl.constexpr, DIGIT: tl.constexpr,
-    BLOCK_R: tl.constexpr, UNROLL: tl.constexpr,
-):  # fmt: skip
-    HIGH: tl.constexpr = _KEY_BITS - LEVEL * DIGIT
-    SHIFT: tl.constexpr = (HIGH - DIGIT) * (HIGH > DIGIT)
-    masses = _mass_pass(row_ptr, stride_v, 0, vocab, prefix, HIGH, SHIFT, BLOCK_R, UNROLL)
-    if LEVEL == 0:  # the first digit's pass covers the row
-        target = top_p * tl.sum(masses, 0)
-    prefix, mass_above, kept_mass = _top_p_select(masses, prefix, mass_above, target, SHIFT)
-    return prefix, mass_above, target, kept_mass
+        pivots = _pivots(low, high, DIGIT)
+        masses = _mass_pass(row_ptr, stride_v, 0, vocab, pivots, BLOCK_R, UNROLL)
+        if level == 0:  # the first pivot is key 0: its mass is the row's total
+            target = top_p * _first(masses)
+        low, high, kept_mass = _top_p_select(masses, pivots, high, target)
+    return low.to(tl.int32), kept_mass
 
 
 @kernel
@@ -403,49 +415,53 @@ def _renorm_digit_kernel(
     Level 0 also sums the rows that keep everything (they skip the later levels)."""
     HIGH: tl.constexpr = _KEY_BITS - LEVEL * DIGIT
     SHIFT: tl.constexpr = (HIGH - DIGIT) * (HIGH > DIGIT)
-    NUM_DIGITS: tl.constexpr = tl.constexpr(1) << (HIGH - SHIFT)
+    # Top-k tallies the bracket's next digit (the last one may be narrower); top-p, its pivots.
+    TALLIES: tl.constexpr = (tl.constexpr(1) << DIGIT) if TOP_P else (tl.constexpr(1) << (HIGH - SHIFT))
     SLOTS: tl.constexpr = (tl.constexpr(1) << DIGIT) + 1
     c = tl.program_id(0)
     begin = c * chunk
     end = tl.minimum(begin + chunk, vocab)
-    digit_values = tl.arange(0, NUM_DIGITS)
+    tally_slots = tl.arange(0, TALLIES)
     for program_row in range(tl.program_id(1), batch, tl.num_programs(1)):
         row = tl.zeros((), tl.int64) + program_row
         row_ptr = probs_ptr + row * probs_stride_b
         state = scratch_ptr + row * scratch_stride
         param, keep_all = _row_parameter(param_ptr, param_stride, param_value, row, vocab, TOP_P, PER_ROW)
         if (LEVEL == 0) | (not keep_all):
-            prefix = _load_state(state, _PREFIX)
+            prefix = _load_state(state, _PREFIX)  # top-p: the bracket's low key
+            high = tl.zeros((), tl.int64) + _KEY_END
+            if TOP_P and LEVEL > 0:
+                high = _load_state(state, _HIGH_LAST).to(tl.int64) + 1
             tallies = state + _STATE_SLOTS + c * SLOTS
             extra = tl.zeros((), tl.float32)
             if keep_all:
                 extra = _range_total(row_ptr, probs_stride_v, begin, end, BLOCK_V)
             elif TOP_P:
-                masses = _mass_pass(
-                    row_ptr, probs_stride_v, begin, end, prefix, HIGH, SHIFT, BLOCK_R, _UNROLL
-                )
-                tl.store(tallies + digit_values, masses.to(tl.int32, bitcast=True))
+                pivots = _pivots(prefix.to(tl.int64), high, DIGIT)
+                masses = _mass_pass(row_ptr, probs_stride_v, begin, end, pivots, BLOCK_R, _UNROLL)
+                tl.store(tallies + tally_slots, masses.to(tl.int32, bitcast=True))
             else:
                 counts, extra = _count_pass(row_ptr, probs_stride_v, begin, end, prefix, HIGH, SHIFT, BLOCK_V)
-                tl.store(tallies + digit_values, counts)
+                tl.store(tallies + tally_slots, counts)
             _store_state_float(tallies, SLOTS - 1, extra)
             # Every thread's tallies are stored before the arrival that publishes them.
             tl.debug_barrier()
             arrived = tl.atomic_add(state + _ARRIVALS, 1, sem="acq_rel")
             if arrived == (LEVEL + 1) * num_chunks - 1:
                 _finish_digit(
-                    state, param, keep_all, prefix, num_chunks, TOP_P, LEVEL, HIGH, SHIFT, NUM_DIGITS, SLOTS,
-                    CHUNKS,
+                    state, param, keep_all, prefix, high, num_chunks, TOP_P, LEVEL, DIGIT, HIGH, SHIFT, TALLIES,
+                    SLOTS, CHUNKS,
                 )  # fmt: skip
 
 
 @triton.jit
 def _finish_digit(
-    state, param, keep_all, prefix, num_chunks, TOP_P: tl.constexpr, LEVEL: tl.constexpr, HIGH: tl.constexpr,
-    SHIFT: tl.constexpr, NUM_DIGITS: tl.constexpr, SLOTS: tl.constexpr, CHUNKS: tl.constexpr,
+    state, param, keep_all, prefix, high, num_chunks, TOP_P: tl.constexpr, LEVEL: tl.constexpr,
+    DIGIT: tl.constexpr, HIGH: tl.constexpr, SHIFT: tl.constexpr, TALLIES: tl.constexpr, SLOTS: tl.constexpr,
+    CHUNKS: tl.constexpr,
 ):  # fmt: skip
-    """The row's chunks' tallies added in chunk order, the row's next digit stored (and, after the
-    last digit or for a row that keeps everything, tau's key and the kept mass)."""
+    """The row's chunks' tallies added in chunk order, the row's next digit (top-p: bracket) stored
+    (and, after the last digit or for a row that keeps everything, tau's key and the kept mass)."""
     chunk_slots = tl.arange(0, CHUNKS)
     in_row = chunk_slots < num_chunks
     firsts = state + _STATE_SLOTS + chunk_slots * SLOTS
@@ -454,7 +470,7 @@ def _finish_digit(
         0,
     )
     cells = tl.load(
-        firsts[:, None] + tl.arange(0, NUM_DIGITS)[None, :],
+        firsts[:, None] + tl.arange(0, TALLIES)[None, :],
         mask=in_row[:, None],
         other=0,
         cache_modifier=".cg",
@@ -464,16 +480,13 @@ def _finish_digit(
     if not keep_all:
         if TOP_P:
             masses = tl.sum(cells.to(tl.float32, bitcast=True), 0)
-            if LEVEL == 0:
-                _store_state_float(state, _TARGET, param * tl.sum(masses, 0))
-            prefix, mass_above, kept_mass = _top_p_select(
-                masses,
-                prefix,
-                _load_state_float(state, _MASS_ABOVE),
-                _load_state_float(state, _TARGET),
-                SHIFT,
+            if LEVEL == 0:  # the first pivot is key 0: its mass is the row's total
+                _store_state_float(state, _TARGET, param * _first(masses))
+            low, high, kept_mass = _top_p_select(
+                masses, _pivots(prefix.to(tl.int64), high, DIGIT), high, _load_state_float(state, _TARGET)
             )
-            _store_state_float(state, _MASS_ABOVE, mass_above)
+            tl.store(state + _HIGH_LAST, (high - 1).to(tl.int32))
+            prefix = low.to(tl.int32)
         else:
             prefix, count_above, kept_mass = _top_k_select(
                 tl.sum(cells, 0),
@@ -572,6 +585,8 @@ def _launches(config: LaunchConfig, batch: int, vocab: int, top_p: bool, per_row
         )  # fmt: skip
         return _Launches(shape, (rows,), chunk)
     digit = _SPLIT_DIGIT_BITS[top_p]
+    if top_p and batch * vocab >= _MANY_SPLIT_TOP_P_VALUES:
+        digit = _NARROW_SPLIT_TOP_P_DIGIT_BITS
     num_chunks = cdiv(vocab, chunk)
     grid = (num_chunks, min(batch, config.max_grid))
     digits = tuple(
