@@ -535,6 +535,8 @@ def test_no_direct_launch_where_the_wrapper_does_more():
         ("move_kv_cache", {"bs": 4, "num_steps": 3}),
         ("top_p_renorm_prob", {"bs": 2, "vocab": 200}),
         ("fast_topk", {"bs": 3, "vocab": 100}),
+        ("scatter_mamba_states_after_mtp_verify", {"bs": 3}),  # launches kept by the parts plan
+        ("commit_mamba_states_after_verify", {"bs": 3}),
     ],
 )
 def test_a_launcher_builds_its_launches_once_per_launch_shape(op, sizes, monkeypatch):

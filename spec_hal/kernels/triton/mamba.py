@@ -498,23 +498,56 @@ def _tile_shape(config: LaunchConfig, rows: int, cols: int, element_size: int) -
 _PairLayout = tuple[tuple[int, ...], tuple[int, ...], int, tuple[int, ...], tuple[int, ...]]
 
 
+#: Launches one parts plan keeps by (launch, lanes, modes) (emptied when full).
+_MAX_PLAN_LAUNCHES = 64
+
+
 class _PartsPlan:
     """How a layout of state pairs is copied, worked out once per layout (:func:`_parts_plan`):
     which pairs are parts (non-empty entries), which of their step buffers are read through a
     contiguous copy, and per launch of at most :data:`_MAX_PARTS` parts the kernel's scalar
     arguments of each part slot, the tile constexprs and the number of tiles."""
 
-    __slots__ = ("pairs", "copied", "launches")
+    __slots__ = ("config", "num_layers", "pairs", "copied", "launches", "_bound")
 
     def __init__(
         self,
+        config: LaunchConfig,
+        num_layers: int,
         pairs: tuple[int, ...],
         copied: frozenset[int],
         launches: tuple[tuple[tuple[tuple[int, ...], ...], dict[str, int], int], ...],
     ) -> None:
+        self.config = config
+        self.num_layers = num_layers
         self.pairs = pairs
         self.copied = copied
         self.launches = launches
+        self._bound: dict[tuple[int, int, bool, bool], Launch] = {}
+
+    def launch(self, index: int, num_lanes: int, tracking: bool, steps_from_accept: bool) -> Launch:
+        """Launch ``index`` of the plan over ``num_lanes`` lanes: built once per lanes and modes."""
+        key = (index, num_lanes, tracking, steps_from_accept)
+        found = self._bound.get(key)
+        if found is None:
+            if len(self._bound) >= _MAX_PLAN_LAUNCHES:
+                self._bound.clear()
+            slot_scalars, tile_shapes, total_tiles = self.launches[index]
+            config = self.config
+            grid = (
+                min(total_tiles, config.max_grid),
+                min(num_lanes, config.max_grid),
+                min(self.num_layers, config.max_grid),
+            )
+            found = self._bound[key] = _scatter_states_kernel.at(
+                grid,
+                NUM_PARTS=len(slot_scalars),
+                TRACKING=tracking,
+                STEPS_FROM_ACCEPT=steps_from_accept,
+                **tile_shapes,
+                num_warps=config.copy_num_warps,
+            )
+        return found
 
 
 @functools.lru_cache(maxsize=256)
@@ -548,7 +581,8 @@ def _parts_plan(config: LaunchConfig, layouts: tuple[_PairLayout, ...]) -> _Part
             for _, (row_block, col_block), rows, cols in launch_slots
         )
         launches.append((tuple(scalars for scalars, _, _, _ in launch_slots), tile_shapes, total_tiles))
-    return _PartsPlan(tuple(pairs), frozenset(copied), tuple(launches))
+    num_layers = layouts[0][0][0] if layouts else 0
+    return _PartsPlan(config, num_layers, tuple(pairs), frozenset(copied), tuple(launches))
 
 
 #: A state tensor the kernel copies, with its per-step states.
@@ -575,7 +609,6 @@ def _copy_parts(
 
 
 def _launch_scatter(
-    config: LaunchConfig,
     parts: list[_Part],
     plan: _PartsPlan,
     state_indices: torch.Tensor,
@@ -588,7 +621,7 @@ def _launch_scatter(
     accept_lens, seq_lens, draft_token_num, interval) the first launch computes the steps (G1) and
     stores them into the step tensors; later launches read them."""
     bs = state_indices.shape[0]
-    num_layers, num_lines = parts[0][0].shape[:2]
+    num_lines = parts[0][0].shape[1]
     num_steps = parts[0][1].shape[2]
     tracking = mamba_track_indices is not None and mamba_steps_to_track is not None
     # Absent tensors are never read (TRACKING / STEPS_FROM_ACCEPT are constexprs): any tensor stands in.
@@ -597,7 +630,7 @@ def _launch_scatter(
         mamba_steps_to_track if mamba_steps_to_track is not None and tracking else last_correct_step_indices
     )
     num_lanes = 2 * bs if tracking else bs
-    for launch_index, (slot_scalars, tile_shapes, total_tiles) in enumerate(plan.launches):
+    for launch_index, (slot_scalars, _, total_tiles) in enumerate(plan.launches):
         first = launch_index * _MAX_PARTS
         launch_parts = parts[first : first + _MAX_PARTS]
         part_args: list[object] = []
@@ -622,26 +655,14 @@ def _launch_scatter(
             ]
         else:
             accept_args = [state_indices, state_indices, state_indices, 0, 1, 1, 0, 0, 0, 0]
-        grid = (
-            min(total_tiles, config.max_grid),
-            min(num_lanes, config.max_grid),
-            min(num_layers, config.max_grid),
-        )
-        _scatter_states_kernel.at(
-            grid,
-            NUM_PARTS=len(launch_parts),
-            TRACKING=tracking,
-            STEPS_FROM_ACCEPT=steps_from_accept,
-            **tile_shapes,
-            num_warps=config.copy_num_warps,
-        )(
+        plan.launch(launch_index, num_lanes, tracking, steps_from_accept)(
             state_indices,
             last_correct_step_indices,
             track_indices,
             track_steps,
             bs,
             num_lanes,
-            num_layers,
+            plan.num_layers,
             num_lines,
             num_steps,
             total_tiles,
@@ -671,7 +692,6 @@ def _scatter_mamba_states(
     parts, plan = _copy_parts(config, ssm_states, intermediate_ssm, conv_states, intermediate_conv_windows)
     if parts:
         _launch_scatter(
-            config,
             parts,
             plan,
             state_indices,
@@ -730,7 +750,6 @@ def _commit_mamba_states(
         )
         return
     _launch_scatter(
-        config,
         parts,
         plan,
         state_indices,
