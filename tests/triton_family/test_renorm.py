@@ -176,10 +176,6 @@ def test_the_interpreter_configurations_take_every_shape():
 def test_both_shapes_agree_with_the_reference(op, rows, config):
     """Per-row parameters spanning keep-all and deep kept sets, more rows than the grid (max_grid 2:
     programs take several rows, the split scratch counts arrivals across them)."""
-    _assert_agrees_on_mixed_rows(op, rows, config)
-
-
-def _assert_agrees_on_mixed_rows(op, rows, config):
     kwargs = B[op](torch.device("cpu"), bs=5, vocab=300, rows=rows, seed=len(rows))
     if op == K:
         parameter = torch.tensor([1, 7, 0, 150, 299], dtype=torch.int32)
@@ -189,28 +185,30 @@ def _assert_agrees_on_mixed_rows(op, rows, config):
     assert_providers_agree(op, provider(op, config), args)
 
 
-@pytest.fixture
-def fresh_layouts():
-    """The renorm layouts worked out anew in the test and after it (a test changes what they read)."""
-    renorm_kernels._launches.cache_clear()
-    yield
-    renorm_kernels._launches.cache_clear()
-
-
+@pytest.mark.parametrize("config", [ONE_PROGRAM_PER_ROW, SPLIT_ROWS], ids=["per_row", "split"])
 @pytest.mark.parametrize("rows", renorm_cases.ROWS)
-def test_split_top_p_takes_narrower_digits_for_many_values(rows, monkeypatch, fresh_layouts):
-    """Split top-p rows of many values in all take narrower digits (a launch more per two bits of
-    the key): the same kept sets."""
-    digits = renorm_kernels._KEY_BITS.value
-    wide = renorm_kernels._launches(SPLIT_ROWS, 5, 300, True, True)
-    assert len(wide.launches) == -(-digits // renorm_kernels._SPLIT_DIGIT_BITS[True]) + 1
-    monkeypatch.setattr(renorm_kernels, "_MANY_SPLIT_TOP_P_VALUES", 5 * 300)
-    renorm_kernels._launches.cache_clear()
-    narrow = renorm_kernels._launches(SPLIT_ROWS, 5, 300, True, True)
-    assert narrow.shape == renorm_kernels.SPLIT
-    assert len(narrow.launches) == -(-digits // renorm_kernels._NARROW_SPLIT_TOP_P_DIGIT_BITS) + 1
-    assert len(narrow.launches) > len(wide.launches)
-    _assert_agrees_on_mixed_rows(P, rows, SPLIT_ROWS)
+def test_top_p_keeps_its_bracket_in_out_unless_out_is_probs(rows, config):
+    """Walking a row, top-p stores its bracket's values in ``out`` once the key's high bits are found
+    and reads those from then on; in place (``out`` is ``probs``) it reads the row every pass. Both
+    agree with the reference, and the in-place call leaves nothing of the bracket behind."""
+    kwargs = B[P](torch.device("cpu"), bs=5, vocab=300, rows=rows, seed=7)
+    probs, top_p = kwargs["probs"], torch.tensor([0.25, 1.0, 0.5, 0.9, 0.984375])
+    levels = {
+        in_place: {launch.options["COMPACT_LEVEL"] for launch in renorm_kernels._launches(
+            config, 5, 300, True, True, in_place
+        ).launches if "COMPACT_LEVEL" in launch.options}
+        for in_place in (False, True)
+    }  # fmt: skip
+    assert levels[True] == {-1} and len(levels[False]) == 1 and levels[False] != {-1}
+    expected = torch.empty_like(probs)
+    renorm_kernels_reference(P)(probs, top_p, 1.0, expected)
+    out = torch.full_like(probs, -1.0)
+    provider(P, config)(probs, top_p, 1.0, out)
+    in_place = probs.clone()
+    provider(P, config)(in_place, top_p, 1.0, in_place)
+    for got in (out, in_place):
+        assert torch.equal(got > 0, expected > 0)
+        torch.testing.assert_close(got, expected, rtol=1e-6, atol=0)
 
 
 @pytest.mark.parametrize("config", SHAPES.values(), ids=SHAPES.keys())

@@ -17,7 +17,10 @@ Top-p splits the bracket ``[low, high)`` of keys into ``2**DIGIT`` even steps (*
 select and a float add per value and pivot: nothing to decode, and the adds run on the float pipe).
 The highest pivot where the condition holds becomes ``low`` and the next one ``high``; the first
 pass, whose first pivot is key 0, also gives the row's total. When one key is left, ``low`` is tau
-and its pivot's mass the kept mass.
+and its pivot's mass the kept mass. Once the bracket's exponent is known, the pass that narrows it
+further also stores the values inside it in the row's ``out`` lanes (which the last pass overwrites;
+not where ``out`` is ``probs``), with the mass above them: later passes read those values alone, a
+small part of a row.
 
 A last pass writes ``out = p / sum(kept)`` where ``p >= tau``, 0 elsewhere (``out`` may be ``probs``:
 every lane is read before it is written, by the thread that writes it). Rows that keep everything
@@ -64,17 +67,16 @@ _KEY_END = tl.constexpr(2**31)
 #: the split ones; top-p's pivots weigh the same in both shapes, and so do its digits.
 _ROW_DIGIT_BITS = (5, 3)
 _SPLIT_DIGIT_BITS = (8, 3)
-#: Split top-p rows of this many values in all (rows x vocabulary) and more take digits of
-#: ``_NARROW_SPLIT_TOP_P_DIGIT_BITS`` bits: a pass's work per value then outweighs the cost of the
-#: launches that narrower digits add.
-_MANY_SPLIT_TOP_P_VALUES = 2**25
-_NARROW_SPLIT_TOP_P_DIGIT_BITS = 2
+#: Top-p keeps the values of its bracket in ``out`` once this many high bits of tau's key (the
+#: exponent's) are known, and reads those from then on: the bracket then holds a small part of a row.
+_COMPACT_AFTER_BITS = 8
 #: Blocks of a mass pass loaded per step (more keep more registers live than the kernel has).
 _UNROLL = tl.constexpr(4)
 _KEY_MIN = tl.constexpr(-(2**31))
-#: A split row's int32 scratch: these slots, then per chunk one slot per digit value or pivot and one
-#: more (top-k's mass above the bracket, or the total of a row that keeps everything); float32 values
-#: are kept as their bits.
+#: A split row's int32 scratch: these slots, then per chunk one slot per digit value or pivot and two
+#: more (top-k's mass above the bracket, the total of a row that keeps everything, or top-p's mass
+#: above the kept values; then the count of top-p's kept values); float32 values are kept as their
+#: bits.
 _ARRIVALS = tl.constexpr(0)
 #: Top-k's digits found so far; top-p's bracket ``[low, high)`` as ``low`` (here) and ``high - 1``.
 _PREFIX = tl.constexpr(1)
@@ -83,6 +85,8 @@ _HIGH_LAST = tl.constexpr(3)
 _TARGET = tl.constexpr(4)
 _KEPT_MASS = tl.constexpr(5)
 _TAU_KEY = tl.constexpr(6)
+#: Top-p from the level that keeps the bracket's values in ``out``: the row's mass above them.
+_KEPT_ABOVE = tl.constexpr(7)
 _STATE_SLOTS = tl.constexpr(8)
 
 
@@ -158,6 +162,52 @@ def _mass_pass(row_ptr, stride_v, begin, end, pivots, BLOCK_R: tl.constexpr, UNR
             _, values, _ = _load_lanes(row_ptr, stride_v, start + part * BLOCK_R + lanes, end)
             masses += tl.where(values >= thresholds, values, 0.0)
     return tl.sum(masses, 0)
+
+
+@triton.jit
+def _compacting_mass_pass(
+    row_ptr, stride_v, begin, end, pivots, low, high, kept_ptr, kept_stride, BLOCK_R: tl.constexpr,
+    UNROLL: tl.constexpr,
+):  # fmt: skip
+    """:func:`_mass_pass`, which also stores the values whose keys lie in the bracket ``[low, high)``
+    at ``kept_ptr`` (in row order, from slot 0): later passes read those instead of the row, and
+    add the mass at or above ``high``. Returns (masses, the values stored, that mass)."""
+    thresholds = pivots.to(tl.int32).to(tl.float32, bitcast=True)[None, :]
+    lanes = tl.arange(0, BLOCK_R)[:, None]
+    masses = tl.zeros([BLOCK_R, pivots.shape[0]], tl.float32)
+    above = tl.zeros([BLOCK_R, 1], tl.float32)
+    stored = tl.zeros((), tl.int32)
+    for start in range(begin, end, BLOCK_R * UNROLL):
+        for part in tl.static_range(UNROLL):
+            inside, values, keys = _load_lanes(row_ptr, stride_v, start + part * BLOCK_R + lanes, end)
+            masses += tl.where(values >= thresholds, values, 0.0)
+            wide = keys.to(tl.int64)
+            above += tl.where(inside & (wide >= high), values, 0.0)
+            in_bracket = (inside & (wide >= low) & (wide < high)).to(tl.int32)
+            slots = stored + tl.cumsum(in_bracket, 0) - 1
+            tl.store(kept_ptr + slots.to(tl.int64) * kept_stride, values, mask=in_bracket != 0)
+            stored += tl.sum(in_bracket)
+    return tl.sum(masses, 0), stored, tl.sum(above)
+
+
+@triton.jit
+def _top_p_masses(
+    row_ptr, stride_v, begin, end, pivots, low, high, kept_ptr, kept_stride, kept, above, LEVEL: tl.constexpr,
+    COMPACT_LEVEL: tl.constexpr, BLOCK_R: tl.constexpr, UNROLL: tl.constexpr,
+):  # fmt: skip
+    """The mass at or above each pivot over lanes ``[begin, end)`` of a row, at digit ``LEVEL``:
+    from the row itself up to ``COMPACT_LEVEL`` (-1: always), whose pass also stores the bracket's
+    values at ``kept_ptr``; after it, from the ``kept`` values stored there plus ``above``. Returns
+    (masses, kept, above), the last two as stored at ``COMPACT_LEVEL``."""
+    if (COMPACT_LEVEL >= 0) & (LEVEL > COMPACT_LEVEL):
+        masses = above + _mass_pass(kept_ptr, kept_stride, 0, kept, pivots, BLOCK_R, UNROLL)
+    elif LEVEL == COMPACT_LEVEL:
+        masses, kept, above = _compacting_mass_pass(
+            row_ptr, stride_v, begin, end, pivots, low, high, kept_ptr, kept_stride, BLOCK_R, UNROLL
+        )
+    else:
+        masses = _mass_pass(row_ptr, stride_v, begin, end, pivots, BLOCK_R, UNROLL)
+    return masses, kept, above
 
 
 @triton.jit
@@ -270,16 +320,25 @@ def _top_k_digit(
 
 @triton.jit
 def _top_p_threshold(
-    row_ptr, stride_v, vocab, top_p, DIGIT: tl.constexpr, BLOCK_R: tl.constexpr, UNROLL: tl.constexpr
+    row_ptr, stride_v, vocab, top_p, kept_ptr, kept_stride, DIGIT: tl.constexpr, COMPACT_LEVEL: tl.constexpr,
+    BLOCK_R: tl.constexpr, UNROLL: tl.constexpr,
 ):  # fmt: skip
-    """(tau's key, sum of the kept values) for top_p < 1."""
+    """(tau's key, sum of the kept values) for top_p < 1; ``kept_ptr``: room for the row's values
+    from ``COMPACT_LEVEL`` on (see :func:`_top_p_masses`)."""
     low = tl.zeros((), tl.int64)
     high = low + _KEY_END
     target = tl.zeros((), tl.float32)
     kept_mass = tl.zeros((), tl.float32)
+    kept = tl.zeros((), tl.int32)
+    above = tl.zeros((), tl.float32)
     for level in tl.static_range((_KEY_BITS + DIGIT - 1) // DIGIT):
         pivots = _pivots(low, high, DIGIT)
-        masses = _mass_pass(row_ptr, stride_v, 0, vocab, pivots, BLOCK_R, UNROLL)
+        masses, kept, above = _top_p_masses(
+            row_ptr, stride_v, 0, vocab, pivots, low, high, kept_ptr, kept_stride, kept, above, level,
+            COMPACT_LEVEL, BLOCK_R, UNROLL,
+        )  # fmt: skip
+        if level == COMPACT_LEVEL:
+            tl.debug_barrier()  # the stored values are read back by other threads of the program
         if level == 0:  # the first pivot is key 0: its mass is the row's total
             target = top_p * _first(masses)
         low, high, kept_mass = _top_p_select(masses, pivots, high, target)
@@ -294,9 +353,10 @@ def _renorm_rows_kernel(
     param_ptr, param_stride, param_value,
     batch, vocab,
     TOP_P: tl.constexpr, PER_ROW: tl.constexpr, BLOCK_V: tl.constexpr, BLOCK_R: tl.constexpr,
-    DIGIT: tl.constexpr,
+    DIGIT: tl.constexpr, COMPACT_LEVEL: tl.constexpr,
 ):  # fmt: skip
-    """``param``: the row's k (int) or top_p (float32), from ``param_ptr`` when ``PER_ROW``."""
+    """``param``: the row's k (int) or top_p (float32), from ``param_ptr`` when ``PER_ROW``. Top-p
+    keeps the values of its bracket in the row's ``out`` from ``COMPACT_LEVEL`` on (-1: never)."""
     for program_row in range(tl.program_id(0), batch, tl.num_programs(0)):
         row = tl.zeros((), tl.int64) + program_row
         row_ptr = probs_ptr + row * probs_stride_b
@@ -306,8 +366,9 @@ def _renorm_rows_kernel(
             kept_mass = _range_total(row_ptr, probs_stride_v, 0, vocab, BLOCK_V)
         elif TOP_P:
             tau_key, kept_mass = _top_p_threshold(
-                row_ptr, probs_stride_v, vocab, param, DIGIT, BLOCK_R, _UNROLL
-            )
+                row_ptr, probs_stride_v, vocab, param, out_ptr + row * out_stride_b, out_stride_v, DIGIT,
+                COMPACT_LEVEL, BLOCK_R, _UNROLL,
+            )  # fmt: skip
         else:
             tau_key, kept_mass = _top_k_threshold(row_ptr, probs_stride_v, vocab, param, DIGIT, BLOCK_V)
         _write_range(
@@ -405,19 +466,23 @@ def _store_state_float(state, slot, value):
 @triton.jit
 def _renorm_digit_kernel(
     probs_ptr, probs_stride_b, probs_stride_v,
+    out_ptr, out_stride_b, out_stride_v,
     param_ptr, param_stride, param_value,
     scratch_ptr, scratch_stride, batch, vocab, chunk, num_chunks,
     TOP_P: tl.constexpr, PER_ROW: tl.constexpr, LEVEL: tl.constexpr, DIGIT: tl.constexpr,
-    CHUNKS: tl.constexpr, BLOCK_V: tl.constexpr, BLOCK_R: tl.constexpr,
+    COMPACT_LEVEL: tl.constexpr, CHUNKS: tl.constexpr, BLOCK_V: tl.constexpr, BLOCK_R: tl.constexpr,
 ):  # fmt: skip
     """Digit ``LEVEL`` of each row's tau: program (c, q) tallies chunk c of rows q, q + grid, ...;
     the row's last program to arrive finishes the digit (``CHUNKS``: a power of two >= the chunks).
-    Level 0 also sums the rows that keep everything (they skip the later levels)."""
+    Level 0 also sums the rows that keep everything (they skip the later levels). Top-p keeps the
+    values of its bracket in the chunk's lanes of ``out`` from ``COMPACT_LEVEL`` on (-1: never)."""
     HIGH: tl.constexpr = _KEY_BITS - LEVEL * DIGIT
     SHIFT: tl.constexpr = (HIGH - DIGIT) * (HIGH > DIGIT)
     # Top-k tallies the bracket's next digit (the last one may be narrower); top-p, its pivots.
     TALLIES: tl.constexpr = (tl.constexpr(1) << DIGIT) if TOP_P else (tl.constexpr(1) << (HIGH - SHIFT))
-    SLOTS: tl.constexpr = (tl.constexpr(1) << DIGIT) + 1
+    EXTRA: tl.constexpr = tl.constexpr(1) << DIGIT
+    KEPT: tl.constexpr = EXTRA + 1
+    SLOTS: tl.constexpr = EXTRA + 2
     c = tl.program_id(0)
     begin = c * chunk
     end = tl.minimum(begin + chunk, vocab)
@@ -437,28 +502,40 @@ def _renorm_digit_kernel(
             if keep_all:
                 extra = _range_total(row_ptr, probs_stride_v, begin, end, BLOCK_V)
             elif TOP_P:
-                pivots = _pivots(prefix.to(tl.int64), high, DIGIT)
-                masses = _mass_pass(row_ptr, probs_stride_v, begin, end, pivots, BLOCK_R, _UNROLL)
+                low = prefix.to(tl.int64)
+                kept = tl.zeros((), tl.int32)
+                if (COMPACT_LEVEL >= 0) & (LEVEL > COMPACT_LEVEL):
+                    kept = _load_state(tallies, KEPT)
+                # The row's mass above the kept values is the finisher's to add (once per row).
+                masses, kept, extra = _top_p_masses(
+                    row_ptr, probs_stride_v, begin, end, _pivots(low, high, DIGIT), low, high,
+                    out_ptr + row * out_stride_b + begin.to(tl.int64) * out_stride_v, out_stride_v, kept,
+                    tl.zeros((), tl.float32), LEVEL, COMPACT_LEVEL, BLOCK_R, _UNROLL,
+                )  # fmt: skip
                 tl.store(tallies + tally_slots, masses.to(tl.int32, bitcast=True))
+                if LEVEL == COMPACT_LEVEL:
+                    tl.store(tallies + KEPT, kept)
+                else:
+                    extra = tl.zeros((), tl.float32)
             else:
                 counts, extra = _count_pass(row_ptr, probs_stride_v, begin, end, prefix, HIGH, SHIFT, BLOCK_V)
                 tl.store(tallies + tally_slots, counts)
-            _store_state_float(tallies, SLOTS - 1, extra)
+            _store_state_float(tallies, EXTRA, extra)
             # Every thread's tallies are stored before the arrival that publishes them.
             tl.debug_barrier()
             arrived = tl.atomic_add(state + _ARRIVALS, 1, sem="acq_rel")
             if arrived == (LEVEL + 1) * num_chunks - 1:
                 _finish_digit(
-                    state, param, keep_all, prefix, high, num_chunks, TOP_P, LEVEL, DIGIT, HIGH, SHIFT, TALLIES,
-                    SLOTS, CHUNKS,
+                    state, param, keep_all, prefix, high, num_chunks, TOP_P, LEVEL, DIGIT, COMPACT_LEVEL, HIGH,
+                    SHIFT, TALLIES, SLOTS, CHUNKS,
                 )  # fmt: skip
 
 
 @triton.jit
 def _finish_digit(
     state, param, keep_all, prefix, high, num_chunks, TOP_P: tl.constexpr, LEVEL: tl.constexpr,
-    DIGIT: tl.constexpr, HIGH: tl.constexpr, SHIFT: tl.constexpr, TALLIES: tl.constexpr, SLOTS: tl.constexpr,
-    CHUNKS: tl.constexpr,
+    DIGIT: tl.constexpr, COMPACT_LEVEL: tl.constexpr, HIGH: tl.constexpr, SHIFT: tl.constexpr,
+    TALLIES: tl.constexpr, SLOTS: tl.constexpr, CHUNKS: tl.constexpr,
 ):  # fmt: skip
     """The row's chunks' tallies added in chunk order, the row's next digit (top-p: bracket) stored
     (and, after the last digit or for a row that keeps everything, tau's key and the kept mass)."""
@@ -466,7 +543,7 @@ def _finish_digit(
     in_row = chunk_slots < num_chunks
     firsts = state + _STATE_SLOTS + chunk_slots * SLOTS
     extra = tl.sum(
-        tl.load(firsts + SLOTS - 1, mask=in_row, other=0, cache_modifier=".cg").to(tl.float32, bitcast=True),
+        tl.load(firsts + SLOTS - 2, mask=in_row, other=0, cache_modifier=".cg").to(tl.float32, bitcast=True),
         0,
     )
     cells = tl.load(
@@ -480,6 +557,10 @@ def _finish_digit(
     if not keep_all:
         if TOP_P:
             masses = tl.sum(cells.to(tl.float32, bitcast=True), 0)
+            if LEVEL == COMPACT_LEVEL:  # the chunks' extras: their masses above the kept values
+                _store_state_float(state, _KEPT_ABOVE, extra)
+            if (COMPACT_LEVEL >= 0) & (LEVEL > COMPACT_LEVEL):
+                masses += _load_state_float(state, _KEPT_ABOVE)
             if LEVEL == 0:  # the first pivot is key 0: its mass is the row's total
                 _store_state_float(state, _TARGET, param * _first(masses))
             low, high, kept_mass = _top_p_select(
@@ -568,8 +649,12 @@ class _Launches(NamedTuple):
 
 
 @functools.lru_cache(maxsize=1024)
-def _launches(config: LaunchConfig, batch: int, vocab: int, top_p: bool, per_row: bool) -> _Launches:
-    """The launches of :func:`_plan`'s shape for this layout."""
+def _launches(
+    config: LaunchConfig, batch: int, vocab: int, top_p: bool, per_row: bool, in_place: bool
+) -> _Launches:
+    """The launches of :func:`_plan`'s shape for this layout. Top-p keeps its bracket's values in
+    ``out`` once the key's high bits are found (unless ``out`` is ``probs``), so that later passes
+    read those instead of the row."""
     shape, block_v, num_warps, chunk = _plan(config, batch, vocab, top_p)
     rows_grid = (min(batch, config.max_grid),)
     if shape == RESIDENT:
@@ -581,12 +666,10 @@ def _launches(config: LaunchConfig, batch: int, vocab: int, top_p: bool, per_row
         digit = _ROW_DIGIT_BITS[top_p]
         rows = _renorm_rows_kernel.at(
             rows_grid, TOP_P=top_p, PER_ROW=per_row, BLOCK_V=block_v, BLOCK_R=max(block_v >> digit, 1),
-            DIGIT=digit, num_warps=num_warps,
+            DIGIT=digit, COMPACT_LEVEL=_compact_level(top_p, in_place, digit), num_warps=num_warps,
         )  # fmt: skip
         return _Launches(shape, (rows,), chunk)
     digit = _SPLIT_DIGIT_BITS[top_p]
-    if top_p and batch * vocab >= _MANY_SPLIT_TOP_P_VALUES:
-        digit = _NARROW_SPLIT_TOP_P_DIGIT_BITS
     num_chunks = cdiv(vocab, chunk)
     grid = (num_chunks, min(batch, config.max_grid))
     digits = tuple(
@@ -596,6 +679,7 @@ def _launches(config: LaunchConfig, batch: int, vocab: int, top_p: bool, per_row
             PER_ROW=per_row,
             LEVEL=level,
             DIGIT=digit,
+            COMPACT_LEVEL=_compact_level(top_p, in_place, digit),
             CHUNKS=next_power_of_2(num_chunks),
             BLOCK_V=block_v,
             BLOCK_R=max(block_v >> digit, 1),
@@ -604,8 +688,14 @@ def _launches(config: LaunchConfig, batch: int, vocab: int, top_p: bool, per_row
         for level in range(cdiv(_KEY_BITS.value, digit))
     )
     write = _renorm_write_kernel.at(grid, BLOCK_V=block_v, num_warps=num_warps)
-    scratch_columns = _STATE_SLOTS.value + num_chunks * ((1 << digit) + 1)
+    scratch_columns = _STATE_SLOTS.value + num_chunks * ((1 << digit) + 2)
     return _Launches(shape, (*digits, write), chunk, num_chunks, scratch_columns)
+
+
+def _compact_level(top_p: bool, in_place: bool, digit: int) -> int:
+    """The digit level from which top-p reads its bracket's values from ``out`` (-1: never): once
+    the bracket is :data:`_COMPACT_AFTER_BITS` bits of the key deep."""
+    return cdiv(_COMPACT_AFTER_BITS, digit) if top_p and not in_place else -1
 
 
 def _launch(
@@ -619,8 +709,10 @@ def _launch(
     batch, vocab = probs.shape
     if batch == 0:
         return
+    # Meta tensors (launches captured for compilation) hold no data: every pointer is 0.
+    in_place = out is probs or out.data_ptr() == probs.data_ptr() != 0
     shape, launches, chunk, num_chunks, scratch_columns = _launches(
-        config, batch, vocab, top_p, param is not None
+        config, batch, vocab, top_p, param is not None, in_place
     )
     param_args = (param, 0 if param is None else param.stride()[0], param_value)
     if shape != SPLIT:
@@ -630,7 +722,8 @@ def _launch(
     scratch = torch.zeros((batch, scratch_columns), dtype=torch.int32, device=probs.device)
     for digit in digits:  # the same arguments at every digit
         digit(
-            probs, *probs.stride(), *param_args, scratch, scratch.stride()[0], batch, vocab, chunk, num_chunks,
+            probs, *probs.stride(), out, *out.stride(), *param_args, scratch, scratch.stride()[0], batch, vocab,
+            chunk, num_chunks,
         )  # fmt: skip
     write(
         probs, *probs.stride(), out, *out.stride(), scratch, scratch.stride()[0], batch, vocab, chunk,
