@@ -114,6 +114,9 @@ def _dispatch(
     """The common tail of both contracts: one device, the output, the value checks, the provider."""
     device = common_device(probs=probs, **{name: per_row})
     out = _checked_out(out, probs, device)
+    # Providers write out before they have read every row's parameter.
+    if per_row is not None and not (probs.is_meta or is_compiling()) and _bytes_intersect(per_row, out):
+        raise ValueError(f"{name}: expected a tensor that does not overlap out")
     if value_checks_enabled(device):
         _check_probs_values(probs)
         if check_per_row is not None and per_row is not None and per_row.numel():
@@ -168,7 +171,8 @@ def top_k_renorm_prob(probs: Tensor, top_k: Tensor | int, out: Tensor | None = N
     Args:
         probs: ``[B, V]`` float32, finite and non-negative, no row summing to 0 (rows need not sum
             to 1).
-        top_k: ``[B]`` int32/int64 tensor (one k per row) or an int for every row.
+        top_k: ``[B]`` int32/int64 tensor (one k per row) or an int for every row; a tensor must
+            not overlap ``out``.
         out: optional ``[B, V]`` float32 output; may be ``probs`` itself (in place), otherwise it
             must not overlap ``probs``.
 
@@ -179,8 +183,9 @@ def top_k_renorm_prob(probs: Tensor, top_k: Tensor | int, out: Tensor | None = N
         TypeError: ``probs`` or ``out`` not float32, a ``top_k`` tensor not int32/int64, a
             ``top_k`` that is neither a tensor nor an int.
         ValueError: shapes or devices that do not match, ``V == 0`` with ``B > 0``, an ``out``
-            that partly overlaps ``probs``; on CPU tensors (accelerators: ``SPEC_HAL_DEBUG=1``)
-            negative, NaN or infinite probabilities and rows summing to 0.
+            that partly overlaps ``probs``, a ``top_k`` tensor that overlaps ``out``; on CPU tensors
+            (accelerators: ``SPEC_HAL_DEBUG=1``) negative, NaN or infinite probabilities and rows
+            summing to 0.
     """
     probs = _checked_probs(probs)
     batch, vocab = probs.shape
@@ -232,7 +237,8 @@ def top_p_renorm_prob(probs: Tensor, top_p: Tensor | float, out: Tensor | None =
     Args:
         probs: ``[B, V]`` float32, finite and non-negative, no row summing to 0 (rows need not sum
             to 1).
-        top_p: ``[B]`` float32 tensor (one per row) or a float for every row, each in ``(0, 1]``.
+        top_p: ``[B]`` float32 tensor (one per row) or a float for every row, each in ``(0, 1]``; a
+            tensor must not overlap ``out``.
         out: optional ``[B, V]`` float32 output; may be ``probs`` itself (in place), otherwise it
             must not overlap ``probs``.
 
@@ -243,9 +249,10 @@ def top_p_renorm_prob(probs: Tensor, top_p: Tensor | float, out: Tensor | None =
         TypeError: ``probs``, ``out`` or a ``top_p`` tensor not float32, a ``top_p`` that is
             neither a tensor nor a number.
         ValueError: a ``top_p`` number outside ``(0, 1]``; shapes or devices that do not match,
-            ``V == 0`` with ``B > 0``, an ``out`` that partly overlaps ``probs``; on CPU tensors
-            (accelerators: ``SPEC_HAL_DEBUG=1``) ``top_p`` tensor values outside ``(0, 1]``,
-            negative, NaN or infinite probabilities and rows summing to 0.
+            ``V == 0`` with ``B > 0``, an ``out`` that partly overlaps ``probs``, a ``top_p`` tensor
+            that overlaps ``out``; on CPU tensors (accelerators: ``SPEC_HAL_DEBUG=1``) ``top_p``
+            tensor values outside ``(0, 1]``, negative, NaN or infinite probabilities and rows
+            summing to 0.
     """
     probs = _checked_probs(probs)
     batch = probs.shape[0]

@@ -188,18 +188,20 @@ def test_both_shapes_agree_with_the_reference(op, rows, config):
 @pytest.mark.parametrize("config", [ONE_PROGRAM_PER_ROW, SPLIT_ROWS], ids=["per_row", "split"])
 @pytest.mark.parametrize("rows", renorm_cases.ROWS)
 def test_top_p_keeps_its_bracket_in_out_unless_out_is_probs(rows, config):
-    """Walking a row, top-p stores its bracket's values in ``out`` once the key's high bits are found
-    and reads those from then on; in place (``out`` is ``probs``) it reads the row every pass. Both
-    agree with the reference, and the in-place call leaves nothing of the bracket behind."""
+    """Split rows: once the key's exponent is found, top-p stores its bracket's values in ``out`` and
+    reads those from then on; in place (``out`` is ``probs``) it reads the row every pass, and so
+    does one program walking a row. Every way agrees with the reference, and the in-place call
+    leaves nothing of the bracket behind."""
     kwargs = B[P](torch.device("cpu"), bs=5, vocab=300, rows=rows, seed=7)
     probs, top_p = kwargs["probs"], torch.tensor([0.25, 1.0, 0.5, 0.9, 0.984375])
     levels = {
-        in_place: {launch.options["COMPACT_LEVEL"] for launch in renorm_kernels._launches(
+        in_place: {launch.options.get("COMPACT_LEVEL", -1) for launch in renorm_kernels._launches(
             config, 5, 300, True, True, in_place
-        ).launches if "COMPACT_LEVEL" in launch.options}
+        ).launches if "DIGIT" in launch.options}
         for in_place in (False, True)
     }  # fmt: skip
-    assert levels[True] == {-1} and len(levels[False]) == 1 and levels[False] != {-1}
+    assert levels[True] == {-1}
+    assert (levels[False] == {-1}) == (config is ONE_PROGRAM_PER_ROW) and len(levels[False]) == 1
     expected = torch.empty_like(probs)
     renorm_kernels_reference(P)(probs, top_p, 1.0, expected)
     out = torch.full_like(probs, -1.0)

@@ -341,6 +341,7 @@ def bad_cases() -> list[BadCase]:
             bad_case(op, "out_shape", valid, ValueError, "out", out=lambda x: x[:, 1:]),
             bad_case(op, "out_device", valid, ValueError, "out", out=lambda x: x.to("meta")),
             BadCase(op, "out_overlaps_probs", _with_overlapping_out(valid), ValueError, "out"),
+            BadCase(op, f"{name}_in_out", _with_parameter_in_out(valid, name), ValueError, name),
             bad_case(op, f"{name}_shape", valid, ValueError, name, **_changing(name, lambda x: x[:2])),
             bad_case(op, f"{name}_device", valid, ValueError, name, **_changing(name, lambda x: x.to("meta"))),
             bad_case(op, f"{name}_bool", valid, TypeError, name, **_changing(name, True)),
@@ -383,6 +384,23 @@ def _with_overlapping_out(
         room = torch.zeros(batch, vocab + 1, device=device)
         room[:, 1:] = kwargs["probs"]
         kwargs["probs"], kwargs["out"] = room[:, 1:], room[:, :-1]
+        return kwargs
+
+    return build
+
+
+def _with_parameter_in_out(
+    builder: Callable[[torch.device], dict[str, Any]], name: str
+) -> Callable[[torch.device], dict[str, Any]]:
+    """``builder``'s call with the per-row parameter ``name`` held in ``out``'s first column (as
+    int32 bits for ``top_k``)."""
+
+    def build(device: torch.device) -> dict[str, Any]:
+        kwargs = builder(device)
+        out = torch.zeros_like(kwargs["probs"])
+        column = (out.view(torch.int32) if name == "top_k" else out)[:, 0]
+        column.copy_(kwargs[name])
+        kwargs[name], kwargs["out"] = column, out
         return kwargs
 
     return build

@@ -171,19 +171,23 @@ def _compacting_mass_pass(
 ):  # fmt: skip
     """:func:`_mass_pass`, which also stores the values whose keys lie in the bracket ``[low, high)``
     at ``kept_ptr`` (in row order, from slot 0): later passes read those instead of the row, and
-    add the mass at or above ``high``. Returns (masses, the values stored, that mass)."""
+    add the mass at or above ``high``. Returns (masses, the values stored, that mass). Compared as
+    floats, as the pivots are: a value no pivot counts (NaN) is neither kept nor above."""
     thresholds = pivots.to(tl.int32).to(tl.float32, bitcast=True)[None, :]
+    bottom = low.to(tl.int32).to(tl.float32, bitcast=True)
+    # A NaN where high is past the largest finite key (up to _KEY_END): no value is at or above it.
+    top = tl.minimum(high, _KEY_END - 1).to(tl.int32).to(tl.float32, bitcast=True)
     lanes = tl.arange(0, BLOCK_R)[:, None]
     masses = tl.zeros([BLOCK_R, pivots.shape[0]], tl.float32)
     above = tl.zeros([BLOCK_R, 1], tl.float32)
     stored = tl.zeros((), tl.int32)
     for start in range(begin, end, BLOCK_R * UNROLL):
         for part in tl.static_range(UNROLL):
-            inside, values, keys = _load_lanes(row_ptr, stride_v, start + part * BLOCK_R + lanes, end)
+            inside, values, _ = _load_lanes(row_ptr, stride_v, start + part * BLOCK_R + lanes, end)
             masses += tl.where(values >= thresholds, values, 0.0)
-            wide = keys.to(tl.int64)
-            above += tl.where(inside & (wide >= high), values, 0.0)
-            in_bracket = (inside & (wide >= low) & (wide < high)).to(tl.int32)
+            at_or_above_top = values >= top
+            above += tl.where(at_or_above_top, values, 0.0)
+            in_bracket = (inside & (values >= bottom) & ~at_or_above_top).to(tl.int32)
             slots = stored + tl.cumsum(in_bracket, 0) - 1
             tl.store(kept_ptr + slots.to(tl.int64) * kept_stride, values, mask=in_bracket != 0)
             stored += tl.sum(in_bracket)
@@ -320,25 +324,18 @@ def _top_k_digit(
 
 @triton.jit
 def _top_p_threshold(
-    row_ptr, stride_v, vocab, top_p, kept_ptr, kept_stride, DIGIT: tl.constexpr, COMPACT_LEVEL: tl.constexpr,
-    BLOCK_R: tl.constexpr, UNROLL: tl.constexpr,
+    row_ptr, stride_v, vocab, top_p, DIGIT: tl.constexpr, BLOCK_R: tl.constexpr, UNROLL: tl.constexpr
 ):  # fmt: skip
-    """(tau's key, sum of the kept values) for top_p < 1; ``kept_ptr``: room for the row's values
-    from ``COMPACT_LEVEL`` on (see :func:`_top_p_masses`)."""
+    """(tau's key, sum of the kept values) for top_p < 1. Every pass reads the row: keeping the
+    bracket's values, as split rows do, would have other threads of the program read what one
+    stored, which needs a barrier that orders global memory (not every backend's does)."""
     low = tl.zeros((), tl.int64)
     high = low + _KEY_END
     target = tl.zeros((), tl.float32)
     kept_mass = tl.zeros((), tl.float32)
-    kept = tl.zeros((), tl.int32)
-    above = tl.zeros((), tl.float32)
     for level in tl.static_range((_KEY_BITS + DIGIT - 1) // DIGIT):
         pivots = _pivots(low, high, DIGIT)
-        masses, kept, above = _top_p_masses(
-            row_ptr, stride_v, 0, vocab, pivots, low, high, kept_ptr, kept_stride, kept, above, level,
-            COMPACT_LEVEL, BLOCK_R, UNROLL,
-        )  # fmt: skip
-        if level == COMPACT_LEVEL:
-            tl.debug_barrier()  # the stored values are read back by other threads of the program
+        masses = _mass_pass(row_ptr, stride_v, 0, vocab, pivots, BLOCK_R, UNROLL)
         if level == 0:  # the first pivot is key 0: its mass is the row's total
             target = top_p * _first(masses)
         low, high, kept_mass = _top_p_select(masses, pivots, high, target)
@@ -353,10 +350,9 @@ def _renorm_rows_kernel(
     param_ptr, param_stride, param_value,
     batch, vocab,
     TOP_P: tl.constexpr, PER_ROW: tl.constexpr, BLOCK_V: tl.constexpr, BLOCK_R: tl.constexpr,
-    DIGIT: tl.constexpr, COMPACT_LEVEL: tl.constexpr,
+    DIGIT: tl.constexpr,
 ):  # fmt: skip
-    """``param``: the row's k (int) or top_p (float32), from ``param_ptr`` when ``PER_ROW``. Top-p
-    keeps the values of its bracket in the row's ``out`` from ``COMPACT_LEVEL`` on (-1: never)."""
+    """``param``: the row's k (int) or top_p (float32), from ``param_ptr`` when ``PER_ROW``."""
     for program_row in range(tl.program_id(0), batch, tl.num_programs(0)):
         row = tl.zeros((), tl.int64) + program_row
         row_ptr = probs_ptr + row * probs_stride_b
@@ -366,9 +362,8 @@ def _renorm_rows_kernel(
             kept_mass = _range_total(row_ptr, probs_stride_v, 0, vocab, BLOCK_V)
         elif TOP_P:
             tau_key, kept_mass = _top_p_threshold(
-                row_ptr, probs_stride_v, vocab, param, out_ptr + row * out_stride_b, out_stride_v, DIGIT,
-                COMPACT_LEVEL, BLOCK_R, _UNROLL,
-            )  # fmt: skip
+                row_ptr, probs_stride_v, vocab, param, DIGIT, BLOCK_R, _UNROLL
+            )
         else:
             tau_key, kept_mass = _top_k_threshold(row_ptr, probs_stride_v, vocab, param, DIGIT, BLOCK_V)
         _write_range(
@@ -666,7 +661,7 @@ def _launches(
         digit = _ROW_DIGIT_BITS[top_p]
         rows = _renorm_rows_kernel.at(
             rows_grid, TOP_P=top_p, PER_ROW=per_row, BLOCK_V=block_v, BLOCK_R=max(block_v >> digit, 1),
-            DIGIT=digit, COMPACT_LEVEL=_compact_level(top_p, in_place, digit), num_warps=num_warps,
+            DIGIT=digit, num_warps=num_warps,
         )  # fmt: skip
         return _Launches(shape, (rows,), chunk)
     digit = _SPLIT_DIGIT_BITS[top_p]
