@@ -21,7 +21,7 @@ may differ on that one boundary value.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor
@@ -69,10 +69,28 @@ def _checked_out(out: object, probs: Tensor, device: torch.device) -> Tensor:
     # Data pointers: meta tensors hold none, and dynamo cannot trace them.
     if out is probs or probs.is_meta or is_compiling():
         return out
-    same = out.data_ptr() == probs.data_ptr() and out.stride() == probs.stride()
+    strides = out.stride()
+    if not _lanes_apart(out.shape, strides) and torch._debug_has_internal_overlap(out) == 1:
+        # Providers would write one lane for several (the split search keeps values in out).
+        raise ValueError(f"out: expected a tensor whose elements do not share memory (strides {strides})")
+    same = out.data_ptr() == probs.data_ptr() and strides == probs.stride()
     if not same and _bytes_intersect(out, probs):
         raise ValueError("out: expected probs itself or a tensor that does not overlap probs")
     return out
+
+
+def _lanes_apart(shape: Sequence[int], strides: Sequence[int]) -> bool:
+    """Whether no two elements share memory, by the common test: each stride, smallest first, at
+    least the span of the dimensions below it (dimensions of one element aside). Layouts it cannot
+    clear are left to torch's own overlap test."""
+    span = 1
+    for stride, size in sorted(
+        (stride, size) for size, stride in zip(shape, strides, strict=True) if size > 1
+    ):
+        if stride < span:
+            return False
+        span = stride * size
+    return True
 
 
 def _bytes_intersect(a: Tensor, b: Tensor) -> bool:
@@ -183,9 +201,9 @@ def top_k_renorm_prob(probs: Tensor, top_k: Tensor | int, out: Tensor | None = N
         TypeError: ``probs`` or ``out`` not float32, a ``top_k`` tensor not int32/int64, a
             ``top_k`` that is neither a tensor nor an int.
         ValueError: shapes or devices that do not match, ``V == 0`` with ``B > 0``, an ``out``
-            that partly overlaps ``probs``, a ``top_k`` tensor that overlaps ``out``; on CPU tensors
-            (accelerators: ``SPEC_HAL_DEBUG=1``) negative, NaN or infinite probabilities and rows
-            summing to 0.
+            that partly overlaps ``probs`` or whose elements share memory, a ``top_k`` tensor that
+            overlaps ``out``; on CPU tensors (accelerators: ``SPEC_HAL_DEBUG=1``) negative, NaN or
+            infinite probabilities and rows summing to 0.
     """
     probs = _checked_probs(probs)
     batch, vocab = probs.shape
@@ -249,10 +267,10 @@ def top_p_renorm_prob(probs: Tensor, top_p: Tensor | float, out: Tensor | None =
         TypeError: ``probs``, ``out`` or a ``top_p`` tensor not float32, a ``top_p`` that is
             neither a tensor nor a number.
         ValueError: a ``top_p`` number outside ``(0, 1]``; shapes or devices that do not match,
-            ``V == 0`` with ``B > 0``, an ``out`` that partly overlaps ``probs``, a ``top_p`` tensor
-            that overlaps ``out``; on CPU tensors (accelerators: ``SPEC_HAL_DEBUG=1``) ``top_p``
-            tensor values outside ``(0, 1]``, negative, NaN or infinite probabilities and rows
-            summing to 0.
+            ``V == 0`` with ``B > 0``, an ``out`` that partly overlaps ``probs`` or whose elements
+            share memory, a ``top_p`` tensor that overlaps ``out``; on CPU tensors (accelerators:
+            ``SPEC_HAL_DEBUG=1``) ``top_p`` tensor values outside ``(0, 1]``, negative, NaN or
+            infinite probabilities and rows summing to 0.
     """
     probs = _checked_probs(probs)
     batch = probs.shape[0]

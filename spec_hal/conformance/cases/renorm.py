@@ -341,6 +341,7 @@ def bad_cases() -> list[BadCase]:
             bad_case(op, "out_shape", valid, ValueError, "out", out=lambda x: x[:, 1:]),
             bad_case(op, "out_device", valid, ValueError, "out", out=lambda x: x.to("meta")),
             BadCase(op, "out_overlaps_probs", _with_overlapping_out(valid), ValueError, "out"),
+            bad_case(op, "out_expanded", valid, ValueError, "out", out=lambda x: x[:1].expand_as(x)),
             BadCase(op, f"{name}_in_out", _with_parameter_in_out(valid, name), ValueError, name),
             bad_case(op, f"{name}_shape", valid, ValueError, name, **_changing(name, lambda x: x[:2])),
             bad_case(op, f"{name}_device", valid, ValueError, name, **_changing(name, lambda x: x.to("meta"))),
