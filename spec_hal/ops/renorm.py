@@ -21,7 +21,7 @@ may differ on that one boundary value.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -61,36 +61,31 @@ def _checked_probs(probs: object) -> Tensor:
     return probs
 
 
-def _checked_out(out: object, probs: Tensor, device: torch.device) -> Tensor:
-    """The output: allocated when None, else ``probs`` itself or a tensor sharing no byte with it."""
-    if out is None:
+def _checked_out(
+    out: object, probs: Tensor, device: torch.device, name: str, per_row: Tensor | None
+) -> Tensor:
+    """The output: allocated when None, else ``probs`` itself or a tensor sharing no byte with it
+    whose elements do not share memory; and a per-row parameter sharing no byte with it (providers
+    write ``out`` before they have read every row's parameter, and the split search keeps values in
+    it)."""
+    if out is None:  # fresh memory: nothing overlaps it
         return new_output(probs.shape, torch.float32, device)
     out = check_output("out", out, dtype=torch.float32, device=device, shape=probs.shape)
     # Data pointers: meta tensors hold none, and dynamo cannot trace them.
-    if out is probs or probs.is_meta or is_compiling():
+    if probs.is_meta or is_compiling():
         return out
-    strides = out.stride()
-    if not _lanes_apart(out.shape, strides) and torch._debug_has_internal_overlap(out) == 1:
-        # Providers would write one lane for several (the split search keeps values in out).
-        raise ValueError(f"out: expected a tensor whose elements do not share memory (strides {strides})")
-    same = out.data_ptr() == probs.data_ptr() and strides == probs.stride()
+    if per_row is not None and _bytes_intersect(per_row, out):
+        raise ValueError(f"{name}: expected a tensor that does not overlap out")
+    if out is probs:
+        return out
+    if torch._debug_has_internal_overlap(out) == 1:  # 1: overlap certain (2: not decided)
+        raise ValueError(
+            f"out: expected a tensor whose elements do not share memory (strides {out.stride()})"
+        )
+    same = out.data_ptr() == probs.data_ptr() and out.stride() == probs.stride()
     if not same and _bytes_intersect(out, probs):
         raise ValueError("out: expected probs itself or a tensor that does not overlap probs")
     return out
-
-
-def _lanes_apart(shape: Sequence[int], strides: Sequence[int]) -> bool:
-    """Whether no two elements share memory, by the common test: each stride, smallest first, at
-    least the span of the dimensions below it (dimensions of one element aside). Layouts it cannot
-    clear are left to torch's own overlap test."""
-    span = 1
-    for stride, size in sorted(
-        (stride, size) for size, stride in zip(shape, strides, strict=True) if size > 1
-    ):
-        if stride < span:
-            return False
-        span = stride * size
-    return True
 
 
 def _bytes_intersect(a: Tensor, b: Tensor) -> bool:
@@ -131,10 +126,7 @@ def _dispatch(
 ) -> Tensor:
     """The common tail of both contracts: one device, the output, the value checks, the provider."""
     device = common_device(probs=probs, **{name: per_row})
-    out = _checked_out(out, probs, device)
-    # Providers write out before they have read every row's parameter.
-    if per_row is not None and not (probs.is_meta or is_compiling()) and _bytes_intersect(per_row, out):
-        raise ValueError(f"{name}: expected a tensor that does not overlap out")
+    out = _checked_out(out, probs, device, name, per_row)
     if value_checks_enabled(device):
         _check_probs_values(probs)
         if check_per_row is not None and per_row is not None and per_row.numel():
