@@ -704,8 +704,9 @@ def _launch(
     batch, vocab = probs.shape
     if batch == 0:
         return
-    # Meta tensors (launches captured for compilation) hold no data: every pointer is 0.
-    in_place = out is probs or out.data_ptr() == probs.data_ptr() != 0
+    # Only top-p's launches depend on it. Meta tensors (launches captured for compilation) hold no
+    # data: every pointer is 0.
+    in_place = top_p and (out is probs or out.data_ptr() == probs.data_ptr() != 0)
     shape, launches, chunk, num_chunks, scratch_columns = _launches(
         config, batch, vocab, top_p, param is not None, in_place
     )
