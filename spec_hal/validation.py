@@ -303,8 +303,30 @@ def new_output(
     shape: Sequence[int], dtype: torch.dtype, device: torch.device, *, fill: int | float | None = None
 ) -> torch.Tensor:
     """Allocate an output the caller left None (never under graph capture: pass every output there)."""
+    _refuse_capture(device)
+    return _allocate(shape, dtype, device, fill)
+
+
+def new_outputs(
+    specs: Sequence[tuple[Sequence[int], torch.dtype]],
+    device: torch.device,
+    *,
+    fill: int | float | None = None,
+) -> list[torch.Tensor]:
+    """Allocate the outputs ``(shape, dtype)`` the caller left None, as :func:`new_output` does,
+    asking the device once whether it captures a graph (a driver query) for all of them."""
+    _refuse_capture(device)
+    return [_allocate(shape, dtype, device, fill) for shape, dtype in specs]
+
+
+def _refuse_capture(device: torch.device) -> None:
     if is_capturing(device):
         raise ValueError("an optional output was left None during graph capture; pass every output tensor")
+
+
+def _allocate(
+    shape: Sequence[int], dtype: torch.dtype, device: torch.device, fill: int | float | None
+) -> torch.Tensor:
     if fill is None:
         return torch.empty(tuple(shape), dtype=dtype, device=device)
     return torch.full(tuple(shape), fill, dtype=dtype, device=device)

@@ -42,11 +42,11 @@ def _trailing_dims_contiguous(tensor: Tensor, first_dim: int) -> bool:
     """Whether dims ``first_dim..`` of ``tensor`` are laid out contiguously (size-1 dims ignored)."""
     if tensor.is_contiguous():  # the usual case: one call instead of a walk over the dims
         return True
+    shape, strides = tensor.shape, tensor.stride()
     expected = 1
-    for size, stride in zip(
-        reversed(tensor.shape[first_dim:]), reversed(tensor.stride()[first_dim:]), strict=True
-    ):
-        if size != 1 and stride != expected:
+    for dim in range(len(shape) - 1, first_dim - 1, -1):  # indexed: no sliced or reversed copies
+        size = shape[dim]
+        if size != 1 and strides[dim] != expected:
             return False
         expected *= size
     return True

@@ -16,6 +16,7 @@ contract, which validates and dispatches.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 import torch
@@ -254,15 +255,40 @@ def _scatter_mamba_states_after_mtp_verify_reference(
         line_zero.copy_(torch.where(any_valid, line_zero, kept))
 
 
+def _state_pair_fits(
+    states: object,
+    steps: object,
+    layers_and_lines: Sequence[int] | None,
+    rows_and_steps: Sequence[int] | None,
+) -> bool:
+    """The passing case of :func:`_check_state_pair`, each attribute read once and no name built:
+    a state pair is checked on every call for every conv type."""
+    if not (isinstance(states, Tensor) and isinstance(steps, Tensor) and steps.dtype is states.dtype):
+        return False
+    state_shape, step_shape = states.shape, steps.shape
+    return (
+        len(state_shape) >= 2
+        and len(step_shape) == len(state_shape) + 1
+        and step_shape[0] == state_shape[0]
+        and step_shape[3:] == state_shape[2:]
+        and (layers_and_lines is None or state_shape[:2] == layers_and_lines)
+        and (rows_and_steps is None or step_shape[1:3] == rows_and_steps)
+        and _trailing_dims_contiguous(states, 2)
+    )
+
+
 def _check_state_pair(
     states_name: str,
     states: object,
     steps_name: str,
     steps: object,
-    num_layers: int | None,
-    num_lines: int | None,
+    layers_and_lines: Sequence[int] | None,
+    rows_and_steps: Sequence[int] | None,
 ) -> tuple[Tensor, Tensor]:
-    """A persistent ``[L, C, *entry]`` state and its ``[L, M, D, *entry]`` per-step scratch."""
+    """A persistent ``[L, C, *entry]`` state and its ``[L, M, D, *entry]`` per-step scratch; L, C as
+    ``layers_and_lines`` and M, D as ``rows_and_steps`` where given (those of the SSM pair)."""
+    if _state_pair_fits(states, steps, layers_and_lines, rows_and_steps):
+        return states, steps  # type: ignore[return-value]  # the predicate checked both are tensors
     states = check_tensor(states_name, states)
     state_shape = states.shape
     if len(state_shape) < 2:
@@ -273,22 +299,31 @@ def _check_state_pair(
         raise ValueError(
             f"{steps_name}: expected a {len(state_shape) + 1}-D tensor, got shape {tuple(step_shape)}"
         )
-    if num_layers is not None and state_shape[0] != num_layers:
-        raise ValueError(
-            f"{states_name}: expected {num_layers} layers (as ssm_states), got shape {tuple(state_shape)}"
-        )
-    if num_lines is not None and state_shape[1] != num_lines:
-        raise ValueError(
-            f"{states_name}: expected {num_lines} cache lines (as ssm_states), got shape {tuple(state_shape)}"
-        )
+    if layers_and_lines is not None:
+        num_layers, num_lines = layers_and_lines
+        if state_shape[0] != num_layers:
+            raise ValueError(
+                f"{states_name}: expected {num_layers} layers (as ssm_states), got shape {tuple(state_shape)}"
+            )
+        if state_shape[1] != num_lines:
+            raise ValueError(
+                f"{states_name}: expected {num_lines} cache lines (as ssm_states), got shape {tuple(state_shape)}"
+            )
     if step_shape[0] != state_shape[0] or step_shape[3:] != state_shape[2:]:
         raise ValueError(
             f"{steps_name}: expected shape ({state_shape[0]}, M, D, {', '.join(map(str, state_shape[2:]))}) "
             f"to match {states_name}, got {tuple(step_shape)}"
         )
+    if rows_and_steps is not None and step_shape[1:3] != rows_and_steps:
+        max_rows, num_steps = rows_and_steps
+        raise ValueError(
+            f"{steps_name}: expected M, D = {max_rows}, {num_steps} (as intermediate_ssm), "
+            f"got shape {tuple(step_shape)}"
+        )
     if not _trailing_dims_contiguous(states, 2):
         raise ValueError(f"{states_name}: each state entry must be contiguous (strides {states.stride()})")
-    return states, steps
+    # Each miss of the predicate is named above: reaching this line is a bug of these checks.
+    raise AssertionError(f"{states_name}: a check of the state pair fails unnamed")
 
 
 def _state_bytes(
@@ -433,16 +468,17 @@ def _checked_scatter_args(
     ssm_states, intermediate_ssm = _check_state_pair(
         "ssm_states", ssm_states, "intermediate_ssm", intermediate_ssm, None, None
     )
-    num_layers, num_lines = ssm_states.shape[:2]
-    max_rows, num_steps = intermediate_ssm.shape[1:3]
+    layers_and_lines = ssm_states.shape[:2]
+    rows_and_steps = intermediate_ssm.shape[1:3]
     for k, (conv, windows) in enumerate(zip(conv_states, intermediate_conv_windows, strict=True)):
-        conv, windows = _check_state_pair(
-            f"conv_states[{k}]", conv, f"intermediate_conv_windows[{k}]", windows, num_layers, num_lines
-        )
-        if windows.shape[1:3] != (max_rows, num_steps):
-            raise ValueError(
-                f"intermediate_conv_windows[{k}]: expected M, D = {max_rows}, {num_steps} (as intermediate_ssm), "
-                f"got shape {tuple(windows.shape)}"
+        if not _state_pair_fits(conv, windows, layers_and_lines, rows_and_steps):
+            _check_state_pair(
+                f"conv_states[{k}]",
+                conv,
+                f"intermediate_conv_windows[{k}]",
+                windows,
+                layers_and_lines,
+                rows_and_steps,
             )
     check_index("state_indices", state_indices)
     bs = state_indices.shape[0]
@@ -455,8 +491,10 @@ def _checked_scatter_args(
     if mamba_track_indices is not None:
         check_index("mamba_track_indices", mamba_track_indices, shape=(bs,))
         check_index("mamba_steps_to_track", mamba_steps_to_track, shape=(bs,))
-    if bs > max_rows:
-        raise ValueError(f"intermediate_ssm: expected at least bs = {bs} verify rows (dim 1), got {max_rows}")
+    if bs > rows_and_steps[0]:
+        raise ValueError(
+            f"intermediate_ssm: expected at least bs = {bs} verify rows (dim 1), got {rows_and_steps[0]}"
+        )
     device = ssm_states.device
     tensors = (
         intermediate_ssm,
@@ -467,7 +505,9 @@ def _checked_scatter_args(
         mamba_track_indices,
         mamba_steps_to_track,
     )
-    if any(tensor is not None and tensor.device != device for tensor in tensors):
+    for tensor in tensors:
+        if tensor is None or tensor.device == device:
+            continue
         # Names only to report the odd one.
         common_device(
             ssm_states=ssm_states,
@@ -640,16 +680,12 @@ def commit_mamba_states_after_verify(
     track_indices = states.mamba_track_indices
     if tracking and track_indices is None:
         raise ValueError("states.mamba_track_indices: required when states.mamba_track_interval is set")
-    for name, lines in (
-        ("states.state_indices", states.state_indices),
-        ("states.mamba_track_indices", track_indices),
-    ):
-        if lines is not None:
-            check_index(name, lines)
-            if lines.shape[0] < bs:
-                raise ValueError(f"{name}: expected at least bs = {bs} entries, got {lines.shape[0]}")
-    state_lines = states.state_indices[:bs]
-    track_lines = track_indices[:bs] if tracking and track_indices is not None else None
+    state_lines = _batch_lines("states.state_indices", states.state_indices, bs)
+    track_lines = None
+    if track_indices is not None:
+        track_lines = _batch_lines("states.mamba_track_indices", track_indices, bs)
+        if not tracking:
+            track_lines = None
     if last_correct_step_indices is None and mamba_steps_to_track is None:
         return _commit_with_computed_steps(
             states, state_lines, track_lines, accept_index, accept_lens, draft_token_num, seq_lens, interval
@@ -682,6 +718,18 @@ def commit_mamba_states_after_verify(
 
 
 _STATE_ATTRIBUTES = tuple(MambaVerifyStates.__annotations__)
+
+
+def _batch_lines(name: str, lines: object, bs: int) -> Tensor:
+    """The first ``bs`` entries of a per-request line table: the table itself when it has ``bs``
+    (the usual case; a slice would cost a tensor view on every call)."""
+    lines = check_index(name, lines)
+    count = lines.shape[0]
+    if count == bs:
+        return lines
+    if count < bs:
+        raise ValueError(f"{name}: expected at least bs = {bs} entries, got {count}")
+    return lines[:bs]
 
 
 def _check_states(states: object) -> None:

@@ -153,6 +153,99 @@ def test_scatter_matches_oracle(case):
     _assert_unchanged(kwargs, before)
 
 
+def _strided(tensor: torch.Tensor) -> torch.Tensor:
+    """The same values with a gap after every entry element: entries no longer contiguous."""
+    wide = torch.zeros(*tensor.shape[:-1], 2 * tensor.shape[-1], dtype=tensor.dtype)
+    wide[..., ::2] = tensor
+    return wide[..., ::2]
+
+
+#: One mismatch each of the second conv pair against the SSM pair (or within itself), and the
+#: argument its error names: every clause of the fast passing path has a named failure.
+_CONV_PAIR_MISMATCHES = {
+    "conv not a tensor": (lambda conv, windows: ([1.0], windows), TypeError, r"conv_states\[1\]"),
+    "windows not a tensor": (
+        lambda conv, windows: (conv, None),
+        TypeError,
+        r"intermediate_conv_windows\[1\]",
+    ),
+    "dtype": (lambda conv, windows: (conv, windows.double()), TypeError, r"intermediate_conv_windows\[1\]"),
+    "conv rank": (lambda conv, windows: (conv[0, 0, 0], windows), ValueError, r"conv_states\[1\]"),
+    "windows rank": (
+        lambda conv, windows: (conv, windows[..., 0]),
+        ValueError,
+        r"intermediate_conv_windows\[1\]",
+    ),
+    "layers": (
+        lambda conv, windows: (conv[:1], windows[:1]),
+        ValueError,
+        r"conv_states\[1\]: expected 2 layers",
+    ),
+    "lines": (
+        lambda conv, windows: (conv[:, 1:], windows),
+        ValueError,
+        r"conv_states\[1\]: expected \d+ cache lines",
+    ),
+    "windows layers": (
+        lambda conv, windows: (conv, windows[:1]),
+        ValueError,
+        r"intermediate_conv_windows\[1\]",
+    ),
+    "entry": (lambda conv, windows: (conv, windows[..., 1:]), ValueError, r"intermediate_conv_windows\[1\]"),
+    "rows": (
+        lambda conv, windows: (conv, windows[:, 1:]),
+        ValueError,
+        r"intermediate_conv_windows\[1\]: expected M, D",
+    ),
+    "steps": (
+        lambda conv, windows: (conv, windows[:, :, 1:]),
+        ValueError,
+        r"intermediate_conv_windows\[1\]: expected M, D",
+    ),
+    "entry not contiguous": (
+        lambda conv, windows: (_strided(conv), windows),
+        ValueError,
+        r"conv_states\[1\]: each state entry",
+    ),
+}
+
+
+@pytest.mark.parametrize("mismatch", list(_CONV_PAIR_MISMATCHES))
+def test_each_state_pair_mismatch_is_named(mismatch):
+    """The state pairs are checked by one passing-path predicate and, on a miss, by the checks that
+    name the argument: each mismatch gets its own error, never an unnamed one."""
+    kwargs = mamba_cases.build_scatter_mamba_states_after_mtp_verify(CPU, bs=3, dtype=torch.float32)
+    mutate, error, match = _CONV_PAIR_MISMATCHES[mismatch]
+    conv, windows = mutate(kwargs["conv_states"][1], kwargs["intermediate_conv_windows"][1])
+    kwargs["conv_states"][1], kwargs["intermediate_conv_windows"][1] = conv, windows
+    with pytest.raises(error, match=match):
+        ops.scatter_mamba_states_after_mtp_verify(**kwargs)
+
+
+def test_commit_reads_the_first_bs_lines_of_longer_tables():
+    """``states.state_indices`` longer than the batch: its first bs lines are the ones written."""
+    kwargs = mamba_cases.build_commit_mamba_states_after_verify(CPU, bs=4, seed=3)
+    states = kwargs["states"]
+    exact = dataclasses.replace(
+        states, ssm_states=states.ssm_states.clone(), conv_states=[c.clone() for c in states.conv_states]
+    )
+    longer = dataclasses.replace(
+        states,
+        state_indices=torch.cat(
+            (states.state_indices[:4], torch.tensor([0, 1], dtype=states.state_indices.dtype))
+        ),
+    )
+    exact = dataclasses.replace(exact, state_indices=states.state_indices[:4].clone())
+    ops.commit_mamba_states_after_verify(**{**kwargs, "states": longer})
+    ops.commit_mamba_states_after_verify(**{**kwargs, "states": exact})
+    assert_same_bits(longer.ssm_states, exact.ssm_states)
+    for got, wanted in zip(longer.conv_states, exact.conv_states, strict=True):
+        assert_same_bits(got, wanted)
+    short = dataclasses.replace(states, state_indices=states.state_indices[:3])
+    with pytest.raises(ValueError, match=r"states.state_indices: expected at least bs = 4 entries, got 3"):
+        ops.commit_mamba_states_after_verify(**{**kwargs, "states": short})
+
+
 def test_scatter_all_padding_rows_writes_nothing():
     """Every row padding: the lines keep their bits (NaN included), line 0 too."""
     kwargs = mamba_cases.build_scatter_mamba_states_after_mtp_verify(

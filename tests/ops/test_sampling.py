@@ -229,6 +229,35 @@ def test_fast_topk_rejects_scalars_and_bool_dim():
         ops.fast_topk(torch.zeros(2, 3), 1, out=(torch.zeros(2, 1),))
 
 
+@pytest.mark.parametrize("op", ["fast_topk", "draft_extend_topk1_postprocess"])
+def test_outputs_left_none_ask_once_about_capture_and_are_refused_under_it(monkeypatch, op):
+    """Several outputs left None: one capture query for all of them (a driver call each on a GPU);
+    under capture the call is refused, as for a single output."""
+    import spec_hal.validation
+
+    logits = torch.randn(5, 7, generator=torch.Generator().manual_seed(1))
+    rows = torch.tensor([4, 0, 2])
+    call = {
+        "fast_topk": lambda: ops.fast_topk(logits, 3),
+        "draft_extend_topk1_postprocess": lambda: ops.draft_extend_topk1_postprocess(
+            logits, rows, hidden_states=logits.double()
+        ),
+    }[op]
+    queried = []
+    monkeypatch.setattr(spec_hal.validation, "is_capturing", lambda device: queried.append(device) or False)
+    results = call()
+    assert len(queried) == 1
+    if op == "fast_topk":
+        assert torch.equal(results[0], torch.topk(logits, 3).values) and results[1].dtype == torch.int64
+    else:
+        topk_p, topk_index, hidden, dsa = results
+        assert torch.equal(topk_index[:, 0], logits[rows].argmax(dim=1)) and (topk_p == 1).all()
+        assert hidden.dtype == torch.float64 and torch.equal(hidden, logits.double()[rows]) and dsa is None
+    monkeypatch.setattr(spec_hal.validation, "is_capturing", lambda device: True)
+    with pytest.raises(ValueError, match="left None during graph capture"):
+        call()
+
+
 # --------------------------------------------------------------------------------------------------
 # Randomness: reproducible from the generator, distributed as probs
 

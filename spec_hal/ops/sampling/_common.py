@@ -15,7 +15,7 @@ from ...validation import (
     check_output,
     check_tensor,
     device_kind,
-    new_output,
+    new_outputs,
     value_checks_enabled,
 )
 
@@ -37,7 +37,8 @@ def outputs(out: object, specs: Sequence[OutputSpec | None], device: torch.devic
     ``out`` entry must be None too.
     """
     if out is None:
-        return [None if spec is None else new_output(spec[1], spec[2], device) for spec in specs]
+        allocated = iter(new_outputs([spec[1:] for spec in specs if spec is not None], device))
+        return [None if spec is None else next(allocated) for spec in specs]
     if not isinstance(out, (tuple, list)) or len(out) != len(specs):
         raise ValueError(f"out: expected a tuple of {len(specs)} entries shaped like the returns")
     outputs: list[Tensor | None] = []

@@ -15,6 +15,7 @@ from ...validation import (
     check_tensor,
     common_device,
     new_output,
+    new_outputs,
 )
 from ._common import (
     OutputSpec,
@@ -76,8 +77,7 @@ def fast_topk(
     shape = (*sizes[:dim], k, *sizes[dim + 1 :])
     device = values.device
     if out is None:
-        out_values = new_output(shape, values.dtype, device)
-        out_indices = new_output(shape, torch.int64, device)
+        out_values, out_indices = new_outputs([(shape, values.dtype), (shape, torch.int64)], device)
     else:
         if not isinstance(out, (tuple, list)) or len(out) != 2:
             raise ValueError("out: expected a tuple (values, indices)")

@@ -21,6 +21,7 @@ from ...validation import (
     common_device,
     exact_sum,
     new_output,
+    new_outputs,
     value_checks_enabled,
 )
 from ._common import (
@@ -129,7 +130,7 @@ def organize_draft_results(
     )
     names = ("out[0]", "out[1]", "out[2]")
     if out is None:
-        outputs = tuple(new_output(shape, torch.int64, device) for shape in shapes)
+        outputs = tuple(new_outputs([(shape, torch.int64) for shape in shapes], device))
     else:
         if not isinstance(out, (tuple, list)) or len(out) != 3:
             raise ValueError("out: expected a tuple (parent_list, selected_index, draft_tokens)")
