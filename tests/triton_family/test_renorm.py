@@ -187,27 +187,32 @@ def test_both_shapes_agree_with_the_reference(op, rows, config):
 
 @pytest.mark.parametrize("config", [ONE_PROGRAM_PER_ROW, SPLIT_ROWS], ids=["per_row", "split"])
 @pytest.mark.parametrize("rows", renorm_cases.ROWS)
-def test_top_p_keeps_its_bracket_in_out_unless_out_is_probs(rows, config):
-    """Split rows: once the key's exponent is found, top-p stores its bracket's values in ``out`` and
-    reads those from then on; in place (``out`` is ``probs``) it reads the row every pass, and so
-    does one program walking a row. Every way agrees with the reference, and the in-place call
-    leaves nothing of the bracket behind."""
-    kwargs = B[P](torch.device("cpu"), bs=5, vocab=300, rows=rows, seed=7)
-    probs, top_p = kwargs["probs"], torch.tensor([0.25, 1.0, 0.5, 0.9, 0.984375])
+@pytest.mark.parametrize("op", OPS)
+def test_split_rows_keep_their_bracket_in_out_unless_out_is_probs(op, rows, config):
+    """Split rows: once the key's exponent is found, the search stores its bracket's values in
+    ``out`` and reads those from then on; in place (``out`` is ``probs``) it reads the row every
+    pass, and so does one program walking a row. Every way agrees with the reference, and the
+    in-place call leaves nothing of the bracket behind."""
+    kwargs = B[op](torch.device("cpu"), bs=5, vocab=300, rows=rows, seed=7)
+    probs = kwargs["probs"]
+    if op == K:
+        parameter, value = torch.tensor([1, 299, 7, 150, 60], dtype=torch.int32), 0
+    else:
+        parameter, value = torch.tensor([0.25, 1.0, 0.5, 0.9, 0.984375]), 1.0
     levels = {
         in_place: {launch.options.get("COMPACT_LEVEL", -1) for launch in renorm_kernels._launches(
-            config, 5, 300, True, True, in_place
+            config, 5, 300, op == P, True, in_place
         ).launches if "DIGIT" in launch.options}
         for in_place in (False, True)
     }  # fmt: skip
     assert levels[True] == {-1}
     assert (levels[False] == {-1}) == (config is ONE_PROGRAM_PER_ROW) and len(levels[False]) == 1
     expected = torch.empty_like(probs)
-    renorm_kernels_reference(P)(probs, top_p, 1.0, expected)
+    renorm_kernels_reference(op)(probs, parameter, value, expected)
     out = torch.full_like(probs, -1.0)
-    provider(P, config)(probs, top_p, 1.0, out)
+    provider(op, config)(probs, parameter, value, out)
     in_place = probs.clone()
-    provider(P, config)(in_place, top_p, 1.0, in_place)
+    provider(op, config)(in_place, parameter, value, in_place)
     for got in (out, in_place):
         assert torch.equal(got > 0, expected > 0)
         torch.testing.assert_close(got, expected, rtol=1e-6, atol=0)

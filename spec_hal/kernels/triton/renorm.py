@@ -17,10 +17,12 @@ Top-p splits the bracket ``[low, high)`` of keys into ``2**DIGIT`` even steps (*
 select and a float add per value and pivot: nothing to decode, and the adds run on the float pipe).
 The highest pivot where the condition holds becomes ``low`` and the next one ``high``; the first
 pass, whose first pivot is key 0, also gives the row's total. When one key is left, ``low`` is tau
-and its pivot's mass the kept mass. Once the bracket's exponent is known, the pass that narrows it
-further also stores the values inside it in the row's ``out`` lanes (which the last pass overwrites;
-not where ``out`` is ``probs``), with the mass above them: later passes read those values alone, a
-small part of a row.
+and its pivot's mass the kept mass.
+
+In split rows (below), once the bracket's exponent is known, the pass that narrows it further also
+stores the values inside it in the row's ``out`` lanes (which the last pass overwrites; not where
+``out`` is ``probs``), with the mass above them: later passes read those values alone, a small part
+of a row. Top-k's first 8-bit digit is the exponent: its second pass keeps them.
 
 A last pass writes ``out = p / sum(kept)`` where ``p >= tau``, 0 elsewhere (``out`` may be ``probs``:
 every lane is read before it is written, by the thread that writes it). Rows that keep everything
@@ -67,16 +69,15 @@ _KEY_END = tl.constexpr(2**31)
 #: the split ones; top-p's pivots weigh the same in both shapes, and so do its digits.
 _ROW_DIGIT_BITS = (5, 3)
 _SPLIT_DIGIT_BITS = (8, 3)
-#: Top-p keeps the values of its bracket in ``out`` once this many high bits of tau's key (the
-#: exponent's) are known, and reads those from then on: the bracket then holds a small part of a row.
+#: Split rows keep the values of their bracket in ``out`` once this many high bits of tau's key (the
+#: exponent's) are known, and read those from then on: the bracket then holds a small part of a row.
 _COMPACT_AFTER_BITS = 8
 #: Blocks of a mass pass loaded per step (more keep more registers live than the kernel has).
 _UNROLL = tl.constexpr(4)
 _KEY_MIN = tl.constexpr(-(2**31))
 #: A split row's int32 scratch: these slots, then per chunk one slot per digit value or pivot and two
 #: more (top-k's mass above the bracket, the total of a row that keeps everything, or top-p's mass
-#: above the kept values; then the count of top-p's kept values); float32 values are kept as their
-#: bits.
+#: above the kept values; then the count of the kept values); float32 values are kept as their bits.
 _ARRIVALS = tl.constexpr(0)
 #: Top-k's digits found so far; top-p's bracket ``[low, high)`` as ``low`` (here) and ``high - 1``.
 _PREFIX = tl.constexpr(1)
@@ -85,7 +86,7 @@ _HIGH_LAST = tl.constexpr(3)
 _TARGET = tl.constexpr(4)
 _KEPT_MASS = tl.constexpr(5)
 _TAU_KEY = tl.constexpr(6)
-#: Top-p from the level that keeps the bracket's values in ``out``: the row's mass above them.
+#: From the level that keeps the bracket's values in ``out``: the row's mass above them.
 _KEPT_ABOVE = tl.constexpr(7)
 _STATE_SLOTS = tl.constexpr(8)
 
@@ -120,22 +121,31 @@ def _range_total(row_ptr, stride_v, begin, end, BLOCK_V: tl.constexpr):
 
 @triton.jit
 def _count_pass(
-    row_ptr, stride_v, begin, end, prefix, HIGH: tl.constexpr, SHIFT: tl.constexpr, BLOCK_V: tl.constexpr
+    row_ptr, stride_v, begin, end, prefix, kept_ptr, kept_stride, HIGH: tl.constexpr, SHIFT: tl.constexpr,
+    BLOCK_V: tl.constexpr, KEEP: tl.constexpr,
 ):  # fmt: skip
     """Over lanes ``[begin, end)`` of the row, the keys whose bits from ``HIGH`` up equal
-    ``prefix``'s (the bracket): the count of each digit (bits ``SHIFT .. HIGH - 1``); and the mass of
-    the keys above the bracket."""
+    ``prefix``'s (the bracket): the count of each digit (bits ``SHIFT .. HIGH - 1``); the mass of
+    the keys above the bracket; with ``KEEP``, the number of values of the bracket also stored at
+    ``kept_ptr`` (in row order, from slot 0: later passes count those instead of the row), else 0."""
     NUM_DIGITS: tl.constexpr = tl.constexpr(1) << (HIGH - SHIFT)
     head = prefix >> HIGH
     counts = tl.zeros([NUM_DIGITS], tl.int32)
     mass_above = tl.zeros([BLOCK_V], tl.float32)
+    stored = tl.zeros((), tl.int32)
     for start in range(begin, end, BLOCK_V):
         _, inside, values, keys = _load_row_block(row_ptr, stride_v, start, end, BLOCK_V)
         key_head = keys >> HIGH
         digits = (keys >> SHIFT) & (NUM_DIGITS - 1)
-        counts += tl.histogram(digits, NUM_DIGITS, mask=inside & (key_head == head))
+        in_bracket = inside & (key_head == head)
+        counts += tl.histogram(digits, NUM_DIGITS, mask=in_bracket)
         mass_above += tl.where(inside & (key_head > head), values, 0.0)
-    return counts, tl.sum(mass_above, 0)
+        if KEEP:
+            flags = in_bracket.to(tl.int32)
+            slots = stored + tl.cumsum(flags, 0) - 1
+            tl.store(kept_ptr + slots.to(tl.int64) * kept_stride, values, mask=in_bracket)
+            stored += tl.sum(flags, 0)
+    return counts, tl.sum(mass_above, 0), stored
 
 
 @triton.jit
@@ -318,7 +328,9 @@ def _top_k_digit(
 ):  # fmt: skip
     HIGH: tl.constexpr = _KEY_BITS - LEVEL * DIGIT
     SHIFT: tl.constexpr = (HIGH - DIGIT) * (HIGH > DIGIT)
-    counts, mass_above = _count_pass(row_ptr, stride_v, 0, vocab, prefix, HIGH, SHIFT, BLOCK_V)
+    counts, mass_above, _ = _count_pass(
+        row_ptr, stride_v, 0, vocab, prefix, row_ptr, stride_v, HIGH, SHIFT, BLOCK_V, False
+    )
     return _top_k_select(counts, mass_above, prefix, count_above, k, HIGH, SHIFT)
 
 
@@ -469,8 +481,8 @@ def _renorm_digit_kernel(
 ):  # fmt: skip
     """Digit ``LEVEL`` of each row's tau: program (c, q) tallies chunk c of rows q, q + grid, ...;
     the row's last program to arrive finishes the digit (``CHUNKS``: a power of two >= the chunks).
-    Level 0 also sums the rows that keep everything (they skip the later levels). Top-p keeps the
-    values of its bracket in the chunk's lanes of ``out`` from ``COMPACT_LEVEL`` on (-1: never)."""
+    Level 0 also sums the rows that keep everything (they skip the later levels). The values of the
+    bracket are kept in the chunk's lanes of ``out`` from ``COMPACT_LEVEL`` on (-1: never)."""
     HIGH: tl.constexpr = _KEY_BITS - LEVEL * DIGIT
     SHIFT: tl.constexpr = (HIGH - DIGIT) * (HIGH > DIGIT)
     # Top-k tallies the bracket's next digit (the last one may be narrower); top-p, its pivots.
@@ -513,7 +525,20 @@ def _renorm_digit_kernel(
                 else:
                     extra = tl.zeros((), tl.float32)
             else:
-                counts, extra = _count_pass(row_ptr, probs_stride_v, begin, end, prefix, HIGH, SHIFT, BLOCK_V)
+                kept_row = out_ptr + row * out_stride_b + begin.to(tl.int64) * out_stride_v
+                if (COMPACT_LEVEL >= 0) & (LEVEL > COMPACT_LEVEL):
+                    # The bracket's values kept at COMPACT_LEVEL; the finisher adds the mass above them.
+                    counts, extra, _ = _count_pass(
+                        kept_row, out_stride_v, 0, _load_state(tallies, KEPT), prefix, kept_row, out_stride_v,
+                        HIGH, SHIFT, BLOCK_V, False,
+                    )  # fmt: skip
+                else:
+                    counts, extra, kept = _count_pass(
+                        row_ptr, probs_stride_v, begin, end, prefix, kept_row, out_stride_v, HIGH, SHIFT,
+                        BLOCK_V, LEVEL == COMPACT_LEVEL,
+                    )  # fmt: skip
+                    if LEVEL == COMPACT_LEVEL:
+                        tl.store(tallies + KEPT, kept)
                 tl.store(tallies + tally_slots, counts)
             _store_state_float(tallies, EXTRA, extra)
             # Every thread's tallies are stored before the arrival that publishes them.
@@ -550,12 +575,13 @@ def _finish_digit(
     tau_key = tl.zeros((), tl.int32) + _KEY_MIN
     kept_mass = extra  # a row that keeps everything: its total
     if not keep_all:
+        above_kept = tl.zeros((), tl.float32)
+        if LEVEL == COMPACT_LEVEL:  # the chunks' extras: their masses above the kept values
+            _store_state_float(state, _KEPT_ABOVE, extra)
+        if (COMPACT_LEVEL >= 0) & (LEVEL > COMPACT_LEVEL):
+            above_kept = _load_state_float(state, _KEPT_ABOVE)
         if TOP_P:
-            masses = tl.sum(cells.to(tl.float32, bitcast=True), 0)
-            if LEVEL == COMPACT_LEVEL:  # the chunks' extras: their masses above the kept values
-                _store_state_float(state, _KEPT_ABOVE, extra)
-            if (COMPACT_LEVEL >= 0) & (LEVEL > COMPACT_LEVEL):
-                masses += _load_state_float(state, _KEPT_ABOVE)
+            masses = tl.sum(cells.to(tl.float32, bitcast=True), 0) + above_kept
             if LEVEL == 0:  # the first pivot is key 0: its mass is the row's total
                 _store_state_float(state, _TARGET, param * _first(masses))
             low, high, kept_mass = _top_p_select(
@@ -566,7 +592,7 @@ def _finish_digit(
         else:
             prefix, count_above, kept_mass = _top_k_select(
                 tl.sum(cells, 0),
-                extra,
+                extra + above_kept,
                 prefix,
                 _load_state(state, _COUNT_ABOVE).to(tl.int64),
                 param,
@@ -647,8 +673,8 @@ class _Launches(NamedTuple):
 def _launches(
     config: LaunchConfig, batch: int, vocab: int, top_p: bool, per_row: bool, in_place: bool
 ) -> _Launches:
-    """The launches of :func:`_plan`'s shape for this layout. Top-p keeps its bracket's values in
-    ``out`` once the key's high bits are found (unless ``out`` is ``probs``), so that later passes
+    """The launches of :func:`_plan`'s shape for this layout. Split rows keep their bracket's values
+    in ``out`` once the key's high bits are found (unless ``out`` is ``probs``), so that later passes
     read those instead of the row."""
     shape, block_v, num_warps, chunk = _plan(config, batch, vocab, top_p)
     rows_grid = (min(batch, config.max_grid),)
@@ -674,7 +700,7 @@ def _launches(
             PER_ROW=per_row,
             LEVEL=level,
             DIGIT=digit,
-            COMPACT_LEVEL=_compact_level(top_p, in_place, digit),
+            COMPACT_LEVEL=_compact_level(in_place, digit),
             CHUNKS=next_power_of_2(num_chunks),
             BLOCK_V=block_v,
             BLOCK_R=max(block_v >> digit, 1),
@@ -687,10 +713,11 @@ def _launches(
     return _Launches(shape, (*digits, write), chunk, num_chunks, scratch_columns)
 
 
-def _compact_level(top_p: bool, in_place: bool, digit: int) -> int:
-    """The digit level from which top-p reads its bracket's values from ``out`` (-1: never): once
-    the bracket is :data:`_COMPACT_AFTER_BITS` bits of the key deep."""
-    return cdiv(_COMPACT_AFTER_BITS, digit) if top_p and not in_place else -1
+def _compact_level(in_place: bool, digit: int) -> int:
+    """The digit level whose pass keeps the bracket's values in ``out`` (-1: never), later levels
+    reading those: once the bracket is :data:`_COMPACT_AFTER_BITS` bits of the key deep (top-k's
+    8-bit digits: the exponent)."""
+    return -1 if in_place else cdiv(_COMPACT_AFTER_BITS, digit)
 
 
 def _launch(
@@ -704,9 +731,9 @@ def _launch(
     batch, vocab = probs.shape
     if batch == 0:
         return
-    # Only top-p's launches depend on it. Meta tensors (launches captured for compilation) hold no
-    # data: every pointer is 0.
-    in_place = top_p and (out is probs or out.data_ptr() == probs.data_ptr() != 0)
+    # Split rows keep values in out unless it is probs. Meta tensors (launches captured for
+    # compilation) hold no data: every pointer is 0.
+    in_place = out is probs or out.data_ptr() == probs.data_ptr() != 0
     shape, launches, chunk, num_chunks, scratch_columns = _launches(
         config, batch, vocab, top_p, param is not None, in_place
     )
