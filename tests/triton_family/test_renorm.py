@@ -185,28 +185,36 @@ def test_both_shapes_agree_with_the_reference(op, rows, config):
     assert_providers_agree(op, provider(op, config), args)
 
 
-@pytest.mark.parametrize("config", [ONE_PROGRAM_PER_ROW, SPLIT_ROWS], ids=["per_row", "split"])
+#: Split rows in two chunks of five blocks each (the interpreter's blocks are 64 lanes, the rows 600).
+LONG_CHUNKS = dataclasses.replace(SPLIT_ROWS, row_programs=10)
+
+
+@pytest.mark.parametrize(
+    ("config", "kept"),
+    [(ONE_PROGRAM_PER_ROW, False), (SPLIT_ROWS, False), (LONG_CHUNKS, True)],
+    ids=["per_row", "split_short_chunks", "split_long_chunks"],
+)
 @pytest.mark.parametrize("rows", renorm_cases.ROWS)
 @pytest.mark.parametrize("op", OPS)
-def test_split_rows_keep_their_bracket_in_out_unless_out_is_probs(op, rows, config):
-    """Split rows: once the key's exponent is found, the search stores its bracket's values in
-    ``out`` and reads those from then on; in place (``out`` is ``probs``) it reads the row every
-    pass, and so does one program walking a row. Every way agrees with the reference, and the
-    in-place call leaves nothing of the bracket behind."""
-    kwargs = B[op](torch.device("cpu"), bs=5, vocab=300, rows=rows, seed=7)
+def test_split_rows_keep_their_bracket_in_out_unless_out_is_probs(op, rows, config, kept):
+    """Split rows in chunks of several blocks: once the key's exponent is found, the search stores
+    its bracket's values in ``out`` and reads those from then on; in place (``out`` is ``probs``) it
+    reads the row every pass, and so do chunks of few blocks and one program walking a row. Every
+    way agrees with the reference, and the in-place call leaves nothing of the bracket behind."""
+    kwargs = B[op](torch.device("cpu"), bs=5, vocab=600, rows=rows, seed=7)
     probs = kwargs["probs"]
     if op == K:
-        parameter, value = torch.tensor([1, 299, 7, 150, 60], dtype=torch.int32), 0
+        parameter, value = torch.tensor([1, 599, 7, 300, 60], dtype=torch.int32), 0
     else:
         parameter, value = torch.tensor([0.25, 1.0, 0.5, 0.9, 0.984375]), 1.0
     levels = {
         in_place: {launch.options.get("COMPACT_LEVEL", -1) for launch in renorm_kernels._launches(
-            config, 5, 300, op == P, True, in_place
+            config, 5, 600, op == P, True, in_place
         ).launches if "DIGIT" in launch.options}
         for in_place in (False, True)
     }  # fmt: skip
     assert levels[True] == {-1}
-    assert (levels[False] == {-1}) == (config is ONE_PROGRAM_PER_ROW) and len(levels[False]) == 1
+    assert (levels[False] != {-1}) == kept and len(levels[False]) == 1
     expected = torch.empty_like(probs)
     renorm_kernels_reference(op)(probs, parameter, value, expected)
     out = torch.full_like(probs, -1.0)

@@ -72,6 +72,9 @@ _SPLIT_DIGIT_BITS = (8, 3)
 #: Split rows keep the values of their bracket in ``out`` once this many high bits of tau's key (the
 #: exponent's) are known, and read those from then on: the bracket then holds a small part of a row.
 _COMPACT_AFTER_BITS = 8
+#: ... when a chunk spans this many blocks: a chunk of fewer is read in as few steps as its kept
+#: values would be, and storing them costs a scan of every block.
+_COMPACT_MIN_BLOCKS = 4
 #: Blocks of a mass pass loaded per step (more keep more registers live than the kernel has).
 _UNROLL = tl.constexpr(4)
 _KEY_MIN = tl.constexpr(-(2**31))
@@ -700,7 +703,7 @@ def _launches(
             PER_ROW=per_row,
             LEVEL=level,
             DIGIT=digit,
-            COMPACT_LEVEL=_compact_level(in_place, digit),
+            COMPACT_LEVEL=_compact_level(in_place, digit, chunk // block_v),
             CHUNKS=next_power_of_2(num_chunks),
             BLOCK_V=block_v,
             BLOCK_R=max(block_v >> digit, 1),
@@ -713,11 +716,13 @@ def _launches(
     return _Launches(shape, (*digits, write), chunk, num_chunks, scratch_columns)
 
 
-def _compact_level(in_place: bool, digit: int) -> int:
+def _compact_level(in_place: bool, digit: int, blocks_per_chunk: int) -> int:
     """The digit level whose pass keeps the bracket's values in ``out`` (-1: never), later levels
     reading those: once the bracket is :data:`_COMPACT_AFTER_BITS` bits of the key deep (top-k's
-    8-bit digits: the exponent)."""
-    return -1 if in_place else cdiv(_COMPACT_AFTER_BITS, digit)
+    8-bit digits: the exponent), in chunks of at least :data:`_COMPACT_MIN_BLOCKS` blocks."""
+    if in_place or blocks_per_chunk < _COMPACT_MIN_BLOCKS:
+        return -1
+    return cdiv(_COMPACT_AFTER_BITS, digit)
 
 
 def _launch(
