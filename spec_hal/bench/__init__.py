@@ -49,17 +49,18 @@ VOCABULARY_OPS = (
     "renorm_draft_probs",
     "sample_draft_proposal",
 )
-#: The renormalisation walks each row longer than a program's registers hold in one program from the
-#: vendor's ``row_programs`` rows on (below, it splits rows): a batch this large at a 128k
-#: vocabulary reaches that kernel on every vendor's configuration (a test checks it).
-ROW_WALK_BENCH_BATCH = 1024
-_ROW_WALK_SIZES = {
-    op: [{"bs": ROW_WALK_BENCH_BATCH, "vocab": 131072}] for op in ("top_k_renorm_prob", "top_p_renorm_prob")
+#: A batch of as many rows as the vendors' ``row_programs`` (or more), at a 128k vocabulary: the
+#: renormalisation still splits each row over programs there (a test checks it), the rows in flight
+#: far outgrowing L2.
+FULL_DEVICE_BENCH_BATCH = 1024
+_FULL_DEVICE_SIZES = {
+    op: [{"bs": FULL_DEVICE_BENCH_BATCH, "vocab": 131072}]
+    for op in ("top_k_renorm_prob", "top_p_renorm_prob")
 }
 LARGE_SIZES: dict[str, list[dict[str, Any]]] = {
     # the vocabulary-wide ops at a 128k vocabulary too (32k is the typical size)
     **{
-        op: [{"bs": b, "vocab": 131072} for b in (64, 512)] + _ROW_WALK_SIZES.get(op, [])
+        op: [{"bs": b, "vocab": 131072} for b in (64, 512)] + _FULL_DEVICE_SIZES.get(op, [])
         for op in VOCABULARY_OPS
     },
     "tree_speculative_sampling_target_only": [

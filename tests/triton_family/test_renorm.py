@@ -111,7 +111,8 @@ def test_garbage_probs_write_only_the_output(op):
 # split into chunks (a launch per digit)
 
 RESIDENT = dataclasses.replace(INTERPRETER, row_resident_lanes=4096, max_grid=2)
-ONE_PROGRAM_PER_ROW = dataclasses.replace(INTERPRETER, row_programs=1, row_resident_lanes=0)
+#: Rows of one copy tile (up to 1024 lanes) and no register tile: one program walks each row.
+ONE_PROGRAM_PER_ROW = dataclasses.replace(INTERPRETER, copy_block_bytes=4096, row_resident_lanes=0)
 SPLIT_ROWS = dataclasses.replace(INTERPRETER, row_programs=64, max_grid=2, row_resident_lanes=0)
 SHAPES = {"resident": RESIDENT, "per_row": ONE_PROGRAM_PER_ROW, "split": SPLIT_ROWS}
 
@@ -119,22 +120,25 @@ SHAPES = {"resident": RESIDENT, "per_row": ONE_PROGRAM_PER_ROW, "split": SPLIT_R
 @pytest.mark.parametrize("vendor", TRITON_VENDORS)
 def test_the_conformance_and_bench_sizes_reach_every_launch_shape(vendor):
     """On every vendor's configuration, the conformance suite's accelerator cases and the bench's
-    renorm sizes reach all three kernels: ``many_rows`` at a short vocabulary the resident one,
-    ``many_rows_wide`` the one walking each row, the 128k cases the split one."""
-    from spec_hal.bench import ROW_WALK_BENCH_BATCH
+    renorm sizes reach all three kernels: ``many_rows`` at a short vocabulary the resident one, the
+    128k cases and ``many_rows_wide`` the split one (rows longer than registers split at any batch),
+    top-k's ``short_rows`` (few rows of one copy tile) the one walking each row."""
+    from spec_hal.bench import FULL_DEVICE_BENCH_BATCH
 
     config = VENDOR_CONFIGS[vendor]
+    assert config.row_programs <= FULL_DEVICE_BENCH_BATCH
     for top_p in (False, True):
-        assert renorm_kernels._plan(config, ROW_WALK_BENCH_BATCH, 131072, top_p)[0] == renorm_kernels.ROWS
+        assert renorm_kernels._plan(config, FULL_DEVICE_BENCH_BATCH, 131072, top_p)[0] == renorm_kernels.SPLIT
         assert renorm_kernels._plan(config, 64, 32768, top_p)[0] == renorm_kernels.RESIDENT
     # A few rows: top-k splits them over programs, top-p holds each in one program's registers.
     assert renorm_kernels._plan(config, 8, 32768, False)[0] == renorm_kernels.SPLIT
     assert renorm_kernels._plan(config, 8, 32768, True)[0] == renorm_kernels.RESIDENT
-    # The first prefix a case's name starts with says its shape.
+    # The first prefix a case's name starts with says its shape, per op.
     want = {
-        "many_rows_wide": renorm_kernels.ROWS,
-        "many_rows": renorm_kernels.RESIDENT,
-        "v128k": renorm_kernels.SPLIT,
+        "many_rows_wide": (renorm_kernels.SPLIT, renorm_kernels.SPLIT),
+        "many_rows": (renorm_kernels.RESIDENT, renorm_kernels.RESIDENT),
+        "v128k": (renorm_kernels.SPLIT, renorm_kernels.SPLIT),
+        "short_rows": (renorm_kernels.ROWS, None),
     }
     reached = set()
     for case in all_cases():
@@ -143,9 +147,14 @@ def test_the_conformance_and_bench_sizes_reach_every_launch_shape(vendor):
         if case.op in OPS and prefix is not None:
             sizes = case.build.keywords
             shape = renorm_kernels._plan(config, sizes["bs"], sizes["vocab"], case.op == P)[0]
-            assert shape == want[prefix], case.name
+            assert shape == want[prefix][case.op == P], case.name
             reached.add((case.op, prefix))
-    assert reached == {(op, prefix) for op in OPS for prefix in want}
+    assert reached == {(op, prefix) for op in OPS for prefix in want if want[prefix][op == P] is not None}
+    assert {shape for shapes in want.values() for shape in shapes} >= {
+        renorm_kernels.RESIDENT,
+        renorm_kernels.ROWS,
+        renorm_kernels.SPLIT,
+    }
 
 
 def test_the_interpreter_configurations_take_every_shape():
@@ -161,6 +170,8 @@ def test_the_interpreter_configurations_take_every_shape():
         assert plan(ONE_PROGRAM_PER_ROW, 2, 200, top_p)[::3] == (renorm_kernels.ROWS, 200)
         assert plan(SPLIT_ROWS, 5, 300, top_p) == (renorm_kernels.SPLIT, tile, 1, tile)
         assert plan(SPLIT_ROWS, 5, tile, top_p)[::3] == (renorm_kernels.ROWS, tile)  # one chunk
+        # Enough rows to fill the device: still at least two chunks per row.
+        assert plan(SPLIT_ROWS, 500, 300, top_p)[0::3] == (renorm_kernels.SPLIT, 3 * tile)  # 150 -> 3 tiles
     # The tile is the row rounded up to a power of two, never past row_resident_lanes.
     narrow = dataclasses.replace(RESIDENT, row_resident_lanes=300)
     assert plan(narrow, 5, 256, True)[:2] == (renorm_kernels.RESIDENT, 256)

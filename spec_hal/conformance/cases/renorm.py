@@ -32,7 +32,9 @@ _TOTAL_UNITS = 2**24
 LARGE_VOCAB = 131072
 ROWS = ("peaked", "flat", "ties", "one_hot", "equal")
 #: More rows than any vendor configuration's ``row_programs`` (a test checks it).
-ROW_WALK_BATCH = 1100
+MANY_ROWS_BATCH = 1100
+#: A row of at most one copy tile on every vendor configuration (a test checks it).
+SHORT_VOCAB = 1000
 #: The longest row any vendor configuration holds in registers (a test checks it).
 RESIDENT_VOCAB_LIMIT = 32768
 
@@ -257,10 +259,9 @@ def _edge_cases() -> list[Case]:
             _case(p, f"v128k_{rows}", bs=4, vocab=LARGE_VOCAB, rows=rows, p_values=(0.5, 0.9, 0.99, 1.0)),
         ]
     # More rows than any vendor's row_programs. Rows that fit a program's registers are read once
-    # into them (at any batch); longer ones are walked by one program each (with fewer rows, each
-    # row is split over several programs, as in the 128k cases above).
-    many_rows: dict[str, Any] = {"bs": ROW_WALK_BATCH, "vocab": 3000}
-    many_rows_wide: dict[str, Any] = {"bs": ROW_WALK_BATCH, "vocab": RESIDENT_VOCAB_LIMIT + 232}
+    # into them (at any batch); longer ones are still split over programs, as in the 128k cases.
+    many_rows: dict[str, Any] = {"bs": MANY_ROWS_BATCH, "vocab": 3000}
+    many_rows_wide: dict[str, Any] = {"bs": MANY_ROWS_BATCH, "vocab": RESIDENT_VOCAB_LIMIT + 232}
     edges += [
         _case(k, "many_rows", rows="peaked", k_values=(1, 7, 100, 2999, 0), **many_rows),
         _case(k, "many_rows_scalar_k", rows="flat", k=100, **many_rows),
@@ -268,6 +269,8 @@ def _edge_cases() -> list[Case]:
         _case(p, "many_rows_scalar_p", rows="peaked", p=0.9, **many_rows),
         _case(k, "many_rows_wide", rows="peaked", k_values=(1, 50, 4000, 0), **many_rows_wide),
         _case(p, "many_rows_wide", rows="flat", p_values=(0.5, 0.9, 0.999, 1.0), **many_rows_wide),
+        # A few rows of one copy tile: top-k walks each in one program (top-p holds it in registers).
+        _case(k, "short_rows", bs=4, vocab=SHORT_VOCAB, rows="peaked", k_values=(1, 7, 500, 0)),
     ]
     return edges
 

@@ -17,16 +17,15 @@ class LaunchConfig:
         block: elements per program for 1-D index kernels (a power of two).
         copy_num_warps: warps per program for bandwidth-bound copies (KV move, state scatter).
         copy_block_bytes: bytes per program per row tile of bandwidth-bound copies.
-        row_num_warps: warps per program of kernels where one program walks a whole row several
-            times (the top-k/top-p renormalisation): few such programs run at once, so each takes
-            the most warps and loads in flight it can.
-        row_block_bytes: bytes per step of those walks.
-        row_programs: programs that fill the device: below this many rows, such kernels split each
-            row into chunks (one program each) to have about this many.
+        row_num_warps: warps per program of kernels where one program holds a whole row in
+            registers (the top-k/top-p renormalisation): few such programs run at once, so each
+            takes the most warps and loads in flight it can.
+        row_programs: programs that fill the device: kernels that split each row into chunks (one
+            program each) make about this many.
         row_resident_lanes: the most lanes of the register tile in which such a kernel holds a
             whole row in one program (read once, every pass over registers, written from there)
             with ``row_num_warps`` warps; the tile is the row rounded up to a power of two, and
-            longer rows are walked in memory. 0: never.
+            longer rows are split into chunks. 0: never.
         row_resident_top_k_rows: the fewest rows for which top-k holds rows in registers (its
             bisection there takes one program per row; with fewer rows, splitting each row over
             many programs that count in memory is faster). Top-p holds them at any batch.
@@ -40,7 +39,6 @@ class LaunchConfig:
     copy_num_warps: int = 8
     copy_block_bytes: int = 4096
     row_num_warps: int = 16
-    row_block_bytes: int = 65536
     row_programs: int = 256
     row_resident_lanes: int = 32768
     row_resident_top_k_rows: int = 32
@@ -65,7 +63,6 @@ INTERPRETER = LaunchConfig(
     copy_num_warps=1,
     copy_block_bytes=256,
     row_num_warps=1,
-    row_block_bytes=256,
     row_programs=8,
     row_resident_lanes=256,
     row_resident_top_k_rows=2,

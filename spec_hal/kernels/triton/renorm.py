@@ -36,12 +36,15 @@ Three shapes of launch:
   ``config.row_resident_top_k_rows`` rows on): one program per row reads it once, finds tau by a
   bisection of the keys over its registers (31 steps, each a count or a mass of the values at or
   above a key), and writes the output from them;
-* longer rows, enough of them to fill the device (``config.row_programs``): one program per row,
-  all passes in one launch (the row stays in L2 between them);
-* fewer rows: each row is split into chunks, one program per (chunk, row), one launch per digit and
-  one that writes. A program tallies its chunk into the row's scratch; the last program of the row to
-  arrive (an atomic count) adds the chunks' tallies in chunk order (the same sums every run) and
-  stores the row's next digit, which the next launch reads.
+* longer rows, at any batch: each row is split into chunks (at least two), one program per
+  (chunk, row), one launch per digit and one that writes. A program tallies its chunk into the row's
+  scratch; the last program of the row to arrive (an atomic count) adds the chunks' tallies in chunk
+  order (the same sums every run) and stores the row's next digit, which the next launch reads. Rows
+  are split even when there are enough of them to fill the device: the kept values that chunks of
+  several blocks store make the later passes short, where one program walking its row reads it
+  whole at every pass, from memory once the rows in flight outgrow L2;
+* a row of one copy tile that is not held in registers (top-k below
+  ``config.row_resident_top_k_rows`` rows): one program per row, all passes in one launch.
 """
 
 from __future__ import annotations
@@ -642,18 +645,14 @@ RESIDENT, ROWS, SPLIT = "resident", "rows", "split"
 def _plan(config: LaunchConfig, batch: int, vocab: int, top_p: bool) -> tuple[str, int, int, int]:
     """(launch shape, lanes per tile, warps, lanes of a row per program). A row whose tile (the row
     rounded up to a power of two) fits ``config.row_resident_lanes`` (for top-k, from
-    ``config.row_resident_top_k_rows`` rows on): one program per row holding it in that tile. Else,
-    enough rows to fill the device: one program per row walking it in the row tile. Fewer: each row
-    in chunks of whole copy tiles, about ``config.row_programs`` programs in all (a row in one chunk
-    takes the one-program kernel)."""
+    ``config.row_resident_top_k_rows`` rows on): one program per row holding it in that tile. Else
+    each row in chunks of whole copy tiles, at least two, about ``config.row_programs`` programs in
+    all (a row of one tile takes the one-program kernel)."""
     row_tile = next_power_of_2(vocab)
     if row_tile <= config.row_resident_lanes and (top_p or batch >= config.row_resident_top_k_rows):
         return RESIDENT, row_tile, warps(row_tile, 4, config.warp_size, config.row_num_warps), vocab
-    if batch >= config.row_programs:
-        block_v = min(next_power_of_2(config.row_block_bytes // 4), row_tile)
-        return ROWS, block_v, warps(block_v, 4, config.warp_size, config.row_num_warps), vocab
     block_v = min(next_power_of_2(config.copy_block_bytes // 4), row_tile)
-    chunks_per_row = max(cdiv(config.row_programs, batch), 1)
+    chunks_per_row = max(cdiv(config.row_programs, batch), 2)
     chunk = min(cdiv(cdiv(vocab, chunks_per_row), block_v) * block_v, vocab)
     shape = ROWS if chunk >= vocab else SPLIT
     return shape, block_v, warps(block_v, 4, config.warp_size, config.copy_num_warps), chunk
