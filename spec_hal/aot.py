@@ -187,9 +187,11 @@ def _recording(
 
 
 #: Sizes that reach kernels the bench's sizes never launch: the two-launch move of one segment
-#: longer than a chunk (``segment_lens=None``), which the bench does not time.
+#: longer than a chunk (``segment_lens=None``), which the bench does not time; top-k's row walk.
 COVERAGE_SIZES: dict[str, list[dict[str, Any]]] = {
     "move_kv_cache": [{"bs": 64, "num_steps": 3, "segmented": False}],
+    # A few rows of one copy tile: one program walks each.
+    "top_k_renorm_prob": [{"bs": 4, "vocab": 1000}],
 }
 
 

@@ -37,7 +37,8 @@ def outputs(out: object, specs: Sequence[OutputSpec | None], device: torch.devic
     ``out`` entry must be None too.
     """
     if out is None:
-        allocated = iter(new_outputs([spec[1:] for spec in specs if spec is not None], device))
+        wanted = [spec[1:] for spec in specs if spec is not None]
+        allocated = iter(new_outputs(wanted, device) if wanted else ())
         return [None if spec is None else next(allocated) for spec in specs]
     if not isinstance(out, (tuple, list)) or len(out) != len(specs):
         raise ValueError(f"out: expected a tuple of {len(specs)} entries shaped like the returns")
