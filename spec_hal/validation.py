@@ -32,6 +32,28 @@ _INT64_MIN = -(2**63)
 _EXACT_SUM_CHUNK = 2**31
 
 
+class AnySize:
+    """The type of :data:`ANY_SIZE`: equal to every int, so that a shape holding it compares with a
+    tensor's ``torch.Size`` in one tuple comparison (a ``None`` there would need a walk)."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, int)
+
+    def __ne__(self, other: object) -> bool:
+        return not isinstance(other, int)
+
+    __hash__ = object.__hash__
+
+    def __repr__(self) -> str:
+        return "*"
+
+
+#: A size in the ``shape`` of a check that any size matches.
+ANY_SIZE = AnySize()
+
+
 def _dtype_names(dtypes: Sequence[torch.dtype]) -> str:
     return " or ".join(str(d).replace("torch.", "") for d in dtypes)
 
@@ -42,9 +64,10 @@ def check_tensor(
     *,
     dtype: torch.dtype | Sequence[torch.dtype] | None = None,
     ndim: int | None = None,
-    shape: Sequence[int | None] | None = None,
+    shape: Sequence[int | AnySize] | None = None,
 ) -> torch.Tensor:
-    """Check that ``value`` is a tensor of the given dtype(s), rank and shape (None = any size).
+    """Check that ``value`` is a tensor of the given dtype(s), rank and shape (:data:`ANY_SIZE`: any
+    size).
 
     Runs on every eager call: the passing path reads each attribute once and builds nothing.
     """
@@ -59,24 +82,23 @@ def check_tensor(
             )
     if shape is not None:
         sizes = value.shape
-        if sizes != shape:  # one comparison on the passing path; a shape with None sizes walks
+        if sizes != shape:  # one comparison on the passing path (ANY_SIZE compares equal)
             _check_shape(name, sizes, shape)
     elif ndim is not None and value.dim() != ndim:
         raise ValueError(f"{name}: expected a {ndim}-D tensor, got shape {tuple(value.shape)}")
     return value
 
 
-def _check_shape(name: str, sizes: torch.Size, shape: Sequence[int | None]) -> None:
+def _check_shape(name: str, sizes: torch.Size, shape: Sequence[int | AnySize]) -> None:
     if len(sizes) != len(shape):
         raise ValueError(f"{name}: expected a {len(shape)}-D tensor, got shape {tuple(sizes)}")
     for axis, (want, got_size) in enumerate(zip(shape, sizes, strict=True)):
-        if want is not None and want != got_size:
-            expected = tuple("*" if s is None else s for s in shape)
-            raise ValueError(f"{name}: expected shape {expected}, got {tuple(sizes)} (dim {axis})")
+        if want != got_size:
+            raise ValueError(f"{name}: expected shape {tuple(shape)}, got {tuple(sizes)} (dim {axis})")
 
 
 def check_index(
-    name: str, value: object, *, ndim: int | None = 1, shape: Sequence[int | None] | None = None
+    name: str, value: object, *, ndim: int | None = 1, shape: Sequence[int | AnySize] | None = None
 ) -> torch.Tensor:
     """An index tensor: int32 or int64 (:func:`check_tensor`, with the common case inline: one
     Python frame less on every call)."""
@@ -277,7 +299,7 @@ def check_output(
     *,
     dtype: torch.dtype,
     device: torch.device,
-    shape: Sequence[int | None] | None = None,
+    shape: Sequence[int | AnySize] | None = None,
     min_numel: int | None = None,
     ndim: int | None = None,
 ) -> torch.Tensor:

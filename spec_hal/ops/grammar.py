@@ -18,7 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 from torch import Tensor
 
-from ..validation import check_index, check_positive_int, check_tensor
+from ..validation import ANY_SIZE, check_index, check_positive_int, check_tensor
 
 __all__ = ["Grammar", "traverse_tree", "generate_token_bitmask"]
 
@@ -317,7 +317,7 @@ def generate_token_bitmask(
         vocab_size=vocab_size, batch_size=batch_size * num_nodes, device="cpu"
     )
     allocator = f"reqs[{first_index}].grammar.allocate_vocab_mask"
-    check_tensor(allocator, bitmask, dtype=torch.int32, shape=(batch_size * num_nodes, None))
+    check_tensor(allocator, bitmask, dtype=torch.int32, shape=(batch_size * num_nodes, ANY_SIZE))
     _check_host(allocator, bitmask)
     _check_mask_width(allocator, bitmask, vocab_size)
 

@@ -22,6 +22,7 @@ from torch import Tensor
 
 from ..opdef import define_op
 from ..validation import (
+    ANY_SIZE,
     check_fits_int32,
     check_index,
     check_non_negative,
@@ -563,8 +564,8 @@ def generate_draft_decode_kv_indices(
         kv_indices=kv_indices,
         kv_indptr=kv_indptr,
     )
-    check_output("kv_indices", kv_indices, dtype=torch.int32, device=device, shape=(num_steps, None))
-    check_output("kv_indptr", kv_indptr, dtype=torch.int32, device=device, shape=(num_steps, None))
+    check_output("kv_indices", kv_indices, dtype=torch.int32, device=device, shape=(num_steps, ANY_SIZE))
+    check_output("kv_indptr", kv_indptr, dtype=torch.int32, device=device, shape=(num_steps, ANY_SIZE))
     if kv_indptr.shape[1] < bs * topk + 1:
         raise ValueError(
             f"kv_indptr: expected at least bs*topk + 1 = {bs * topk + 1} columns, got {kv_indptr.shape[1]}"
@@ -1125,12 +1126,12 @@ def rebuild_compact_draft_req_to_token(
     """
     _check_req_to_token("draft_req_to_token", draft_req_to_token)
     rows_total = draft_req_to_token.shape[0]
-    check_tensor("target_req_to_token", target_req_to_token, dtype=torch.int32, shape=(rows_total, None))
+    check_tensor("target_req_to_token", target_req_to_token, dtype=torch.int32, shape=(rows_total, ANY_SIZE))
     check_index("req_pool_indices", req_pool_indices)
     bs = req_pool_indices.shape[0]
     check_index("suffix_start", suffix_start, shape=(bs,))
     check_index("draft_prefix_lens", draft_prefix_lens, shape=(bs,))
-    check_index("verify_out_cache_loc", verify_out_cache_loc, shape=(bs, None))
+    check_index("verify_out_cache_loc", verify_out_cache_loc, shape=(bs, ANY_SIZE))
     device = common_device(
         draft_req_to_token=draft_req_to_token,
         target_req_to_token=target_req_to_token,

@@ -16,6 +16,7 @@ from torch import Tensor
 from .._constants import SIMULATED_TOKEN
 from ..opdef import define_op
 from ..validation import (
+    ANY_SIZE,
     check_fits_int32,
     check_index,
     check_output,
@@ -179,7 +180,7 @@ def generate_simulated_accept_index(
     batch = accept_index.shape[0]
     if accept_index.shape[1] == 0:
         raise ValueError("accept_index: expected at least one column (the root)")
-    check_index("candidates", candidates, shape=(batch, None))
+    check_index("candidates", candidates, shape=(batch, ANY_SIZE))
     draft_token_num = candidates.shape[1]
     if draft_token_num == 0:
         raise ValueError("candidates: expected D >= 1 columns (node 0 is the root)")

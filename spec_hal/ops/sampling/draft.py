@@ -8,6 +8,7 @@ from torch import Tensor
 
 from ...opdef import define_op
 from ...validation import (
+    ANY_SIZE,
     FLOAT_DTYPES,
     check_index,
     check_output,
@@ -389,7 +390,7 @@ def select_top_k_tokens(
     check_tensor("topk_p", topk_p, shape=(rows, topk))
     check_tensor("topk_index", topk_index, shape=(rows, topk))
     if hidden_states is not None:
-        check_tensor("hidden_states", hidden_states, shape=(rows, None))
+        check_tensor("hidden_states", hidden_states, shape=(rows, ANY_SIZE))
     device = common_device(topk_p=topk_p, topk_index=topk_index, hidden_states=hidden_states, scores=scores)
     hidden_spec: OutputSpec | None = None
     if hidden_states is not None:

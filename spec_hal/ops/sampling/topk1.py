@@ -11,6 +11,7 @@ from torch import Tensor
 from ..._constants import SIMULATED_TOKEN
 from ...opdef import define_op
 from ...validation import (
+    ANY_SIZE,
     check_fits_int32,
     check_index,
     check_non_negative,
@@ -86,7 +87,7 @@ def draft_topk1_postprocess(
     check_index("positions", positions, shape=(batch,))
     check_positive_int("draft_token_column", draft_token_column, minimum=0)
     if draft_tokens is not None:
-        check_tensor("draft_tokens", draft_tokens, dtype=torch.int64, shape=(batch, None))
+        check_tensor("draft_tokens", draft_tokens, dtype=torch.int64, shape=(batch, ANY_SIZE))
         if draft_token_column >= draft_tokens.shape[1]:
             raise ValueError(
                 f"draft_token_column: expected < draft_tokens.shape[1] = {draft_tokens.shape[1]}, "
@@ -274,7 +275,7 @@ def target_verify_topk1_postprocess(
     if draft_token_num == 0:
         raise ValueError("candidates: expected D >= 1 columns (node 0 is the root)")
     check_float_matrix("logits", logits)
-    check_tensor("logits", logits, shape=(batch * draft_token_num, None))
+    check_tensor("logits", logits, shape=(batch * draft_token_num, ANY_SIZE))
     check_index("retrieve_index", retrieve_index, shape=(batch, draft_token_num))
     check_index("retrieve_next_token", retrieve_next_token, shape=(batch, draft_token_num))
     check_index("seq_lens", seq_lens, shape=(batch,))
@@ -410,11 +411,11 @@ def draft_extend_topk1_postprocess(
     batch = row_indices.shape[0]
     hidden_spec: OutputSpec | None = None
     if hidden_states is not None:
-        check_tensor("hidden_states", hidden_states, shape=(num_rows, None))
+        check_tensor("hidden_states", hidden_states, shape=(num_rows, ANY_SIZE))
         hidden_spec = ("out[2]", (batch, hidden_states.shape[1]), hidden_states.dtype)
     dsa_spec: OutputSpec | None = None
     if dsa_topk_indices is not None:
-        check_index("dsa_topk_indices", dsa_topk_indices, shape=(num_rows, None))
+        check_index("dsa_topk_indices", dsa_topk_indices, shape=(num_rows, ANY_SIZE))
         dsa_spec = ("out[3]", (batch, dsa_topk_indices.shape[1]), dsa_topk_indices.dtype)
     device = common_device(
         logits=logits, row_indices=row_indices, hidden_states=hidden_states, dsa_topk_indices=dsa_topk_indices
