@@ -17,7 +17,7 @@ contract, which validates and dispatches.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import NoReturn, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
@@ -261,8 +261,10 @@ def _state_pair_fits(
     layers_and_lines: Sequence[int] | None,
     rows_and_steps: Sequence[int] | None,
 ) -> bool:
-    """The passing case of :func:`_check_state_pair`, each attribute read once and no name built:
-    a state pair is checked on every call for every conv type."""
+    """Whether a persistent ``[L, C, *entry]`` state and its ``[L, M, D, *entry]`` per-step scratch
+    fit (L, C as ``layers_and_lines`` and M, D as ``rows_and_steps`` where given: those of the SSM
+    pair), each attribute read once and no name built: every call checks every pair. On a miss,
+    :func:`_raise_state_pair_mismatch` names what does not fit."""
     if not (isinstance(states, Tensor) and isinstance(steps, Tensor) and steps.dtype is states.dtype):
         return False
     state_shape, step_shape = states.shape, steps.shape
@@ -277,18 +279,15 @@ def _state_pair_fits(
     )
 
 
-def _check_state_pair(
+def _raise_state_pair_mismatch(
     states_name: str,
     states: object,
     steps_name: str,
     steps: object,
     layers_and_lines: Sequence[int] | None,
     rows_and_steps: Sequence[int] | None,
-) -> tuple[Tensor, Tensor]:
-    """A persistent ``[L, C, *entry]`` state and its ``[L, M, D, *entry]`` per-step scratch; L, C as
-    ``layers_and_lines`` and M, D as ``rows_and_steps`` where given (those of the SSM pair)."""
-    if _state_pair_fits(states, steps, layers_and_lines, rows_and_steps):
-        return states, steps  # type: ignore[return-value]  # the predicate checked both are tensors
+) -> NoReturn:
+    """The error, naming the argument, of a state pair :func:`_state_pair_fits` refused."""
     states = check_tensor(states_name, states)
     state_shape = states.shape
     if len(state_shape) < 2:
@@ -465,14 +464,13 @@ def _checked_scatter_args(
             f"intermediate_conv_windows: expected {len(conv_states)} tensors (one per conv_states entry), "
             f"got {len(intermediate_conv_windows)}"
         )
-    ssm_states, intermediate_ssm = _check_state_pair(
-        "ssm_states", ssm_states, "intermediate_ssm", intermediate_ssm, None, None
-    )
+    if not _state_pair_fits(ssm_states, intermediate_ssm, None, None):
+        _raise_state_pair_mismatch("ssm_states", ssm_states, "intermediate_ssm", intermediate_ssm, None, None)
     layers_and_lines = ssm_states.shape[:2]
     rows_and_steps = intermediate_ssm.shape[1:3]
     for k, (conv, windows) in enumerate(zip(conv_states, intermediate_conv_windows, strict=True)):
         if not _state_pair_fits(conv, windows, layers_and_lines, rows_and_steps):
-            _check_state_pair(
+            _raise_state_pair_mismatch(
                 f"conv_states[{k}]",
                 conv,
                 f"intermediate_conv_windows[{k}]",
@@ -681,11 +679,11 @@ def commit_mamba_states_after_verify(
     if tracking and track_indices is None:
         raise ValueError("states.mamba_track_indices: required when states.mamba_track_interval is set")
     state_lines = _batch_lines("states.state_indices", states.state_indices, bs)
-    track_lines = None
-    if track_indices is not None:
-        track_lines = _batch_lines("states.mamba_track_indices", track_indices, bs)
-        if not tracking:
-            track_lines = None
+    # Checked whenever given; read only with tracking.
+    given_track_lines = (
+        None if track_indices is None else _batch_lines("states.mamba_track_indices", track_indices, bs)
+    )
+    track_lines = given_track_lines if tracking else None
     if last_correct_step_indices is None and mamba_steps_to_track is None:
         return _commit_with_computed_steps(
             states, state_lines, track_lines, accept_index, accept_lens, draft_token_num, seq_lens, interval
