@@ -227,7 +227,10 @@ def test_commit_reads_the_first_bs_lines_of_longer_tables():
     kwargs = mamba_cases.build_commit_mamba_states_after_verify(CPU, bs=4, seed=3)
     states = kwargs["states"]
     exact = dataclasses.replace(
-        states, ssm_states=states.ssm_states.clone(), conv_states=[c.clone() for c in states.conv_states]
+        states,
+        ssm_states=states.ssm_states.clone(),
+        conv_states=[c.clone() for c in states.conv_states],
+        state_indices=states.state_indices[:4].clone(),
     )
     longer = dataclasses.replace(
         states,
@@ -235,7 +238,6 @@ def test_commit_reads_the_first_bs_lines_of_longer_tables():
             (states.state_indices[:4], torch.tensor([0, 1], dtype=states.state_indices.dtype))
         ),
     )
-    exact = dataclasses.replace(exact, state_indices=states.state_indices[:4].clone())
     ops.commit_mamba_states_after_verify(**{**kwargs, "states": longer})
     ops.commit_mamba_states_after_verify(**{**kwargs, "states": exact})
     assert_same_bits(longer.ssm_states, exact.ssm_states)
