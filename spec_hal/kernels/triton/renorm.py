@@ -496,6 +496,7 @@ def _renorm_digit_kernel(
     EXTRA: tl.constexpr = tl.constexpr(1) << DIGIT
     KEPT: tl.constexpr = EXTRA + 1
     SLOTS: tl.constexpr = EXTRA + 2
+    READS_KEPT: tl.constexpr = (COMPACT_LEVEL >= 0) & (LEVEL > COMPACT_LEVEL)
     c = tl.program_id(0)
     begin = c * chunk
     end = tl.minimum(begin + chunk, vocab)
@@ -511,41 +512,37 @@ def _renorm_digit_kernel(
             if TOP_P and LEVEL > 0:
                 high = _load_state(state, _HIGH_LAST).to(tl.int64) + 1
             tallies = state + _STATE_SLOTS + c * SLOTS
+            # The chunk's lanes of out: the bracket's values from COMPACT_LEVEL on.
+            kept_row = out_ptr + row * out_stride_b + begin.to(tl.int64) * out_stride_v
+            kept = tl.zeros((), tl.int32)
+            if READS_KEPT:
+                kept = _load_state(tallies, KEPT)
             extra = tl.zeros((), tl.float32)
             if keep_all:
                 extra = _range_total(row_ptr, probs_stride_v, begin, end, BLOCK_V)
             elif TOP_P:
                 low = prefix.to(tl.int64)
-                kept = tl.zeros((), tl.int32)
-                if (COMPACT_LEVEL >= 0) & (LEVEL > COMPACT_LEVEL):
-                    kept = _load_state(tallies, KEPT)
                 # The row's mass above the kept values is the finisher's to add (once per row).
                 masses, kept, extra = _top_p_masses(
-                    row_ptr, probs_stride_v, begin, end, _pivots(low, high, DIGIT), low, high,
-                    out_ptr + row * out_stride_b + begin.to(tl.int64) * out_stride_v, out_stride_v, kept,
-                    tl.zeros((), tl.float32), LEVEL, COMPACT_LEVEL, BLOCK_R, _UNROLL,
+                    row_ptr, probs_stride_v, begin, end, _pivots(low, high, DIGIT), low, high, kept_row,
+                    out_stride_v, kept, tl.zeros((), tl.float32), LEVEL, COMPACT_LEVEL, BLOCK_R, _UNROLL,
                 )  # fmt: skip
                 tl.store(tallies + tally_slots, masses.to(tl.int32, bitcast=True))
-                if LEVEL == COMPACT_LEVEL:
-                    tl.store(tallies + KEPT, kept)
-                else:
+                if LEVEL != COMPACT_LEVEL:
                     extra = tl.zeros((), tl.float32)
-            else:
-                kept_row = out_ptr + row * out_stride_b + begin.to(tl.int64) * out_stride_v
-                if (COMPACT_LEVEL >= 0) & (LEVEL > COMPACT_LEVEL):
-                    # The bracket's values kept at COMPACT_LEVEL; the finisher adds the mass above them.
-                    counts, extra, _ = _count_pass(
-                        kept_row, out_stride_v, 0, _load_state(tallies, KEPT), prefix, kept_row, out_stride_v,
-                        HIGH, SHIFT, BLOCK_V, False,
-                    )  # fmt: skip
-                else:
-                    counts, extra, kept = _count_pass(
-                        row_ptr, probs_stride_v, begin, end, prefix, kept_row, out_stride_v, HIGH, SHIFT,
-                        BLOCK_V, LEVEL == COMPACT_LEVEL,
-                    )  # fmt: skip
-                    if LEVEL == COMPACT_LEVEL:
-                        tl.store(tallies + KEPT, kept)
+            elif READS_KEPT:  # the finisher adds the mass above the kept values
+                counts, extra, _ = _count_pass(
+                    kept_row, out_stride_v, 0, kept, prefix, kept_row, out_stride_v, HIGH, SHIFT, BLOCK_V, False,
+                )  # fmt: skip
                 tl.store(tallies + tally_slots, counts)
+            else:
+                counts, extra, kept = _count_pass(
+                    row_ptr, probs_stride_v, begin, end, prefix, kept_row, out_stride_v, HIGH, SHIFT, BLOCK_V,
+                    LEVEL == COMPACT_LEVEL,
+                )  # fmt: skip
+                tl.store(tallies + tally_slots, counts)
+            if LEVEL == COMPACT_LEVEL:
+                tl.store(tallies + KEPT, kept)
             _store_state_float(tallies, EXTRA, extra)
             # Every thread's tallies are stored before the arrival that publishes them.
             tl.debug_barrier()
