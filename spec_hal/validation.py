@@ -350,5 +350,13 @@ def _allocate(
     shape: Sequence[int], dtype: torch.dtype, device: torch.device, fill: int | float | None
 ) -> torch.Tensor:
     if fill is None:
-        return torch.empty(tuple(shape), dtype=dtype, device=device)
+        return empty(shape, dtype, device)
     return torch.full(tuple(shape), fill, dtype=dtype, device=device)
+
+
+def empty(shape: Sequence[int], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """``torch.empty(shape, ...)``, with the sizes passed one by one: torch parses separate int
+    arguments faster than one tuple of them (a host cost on every allocating call)."""
+    if shape:
+        return torch.empty(*shape, dtype=dtype, device=device)
+    return torch.empty((), dtype=dtype, device=device)

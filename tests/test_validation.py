@@ -1,12 +1,13 @@
 """Shape checks of ``spec_hal.validation``: ``ANY_SIZE`` matches any size in one comparison, and a
-mismatch is named with the argument, the expected shape and the dimension."""
+mismatch is named with the argument, the expected shape and the dimension. Outputs left None are
+allocated with the shape, dtype and device asked for, at any rank."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from spec_hal.validation import ANY_SIZE, check_index, check_output, check_tensor
+from spec_hal.validation import ANY_SIZE, check_index, check_output, check_tensor, empty, new_output
 
 
 def test_any_size_matches_every_size_of_its_dimension():
@@ -40,3 +41,13 @@ def test_a_shape_mismatch_names_the_argument_and_the_dimension(check, shape, mes
             device=torch.device("cpu"),
             shape=shape,
         )
+
+
+@pytest.mark.parametrize("shape", [(), (0,), (5,), (2, 3), [4, 1, 2], torch.Size([3, 0, 2])])
+def test_allocations_take_every_rank_and_sequence_of_sizes(shape):
+    device = torch.device("cpu")
+    for tensor in (empty(shape, torch.int32, device), new_output(shape, torch.float16, device)):
+        assert tensor.shape == tuple(shape)
+        assert tensor.device == device
+    assert empty(shape, torch.int32, device).dtype is torch.int32
+    assert new_output(shape, torch.int64, device, fill=-1).eq(-1).all()

@@ -742,7 +742,7 @@ def _check_states(states: object) -> None:
 def _new_steps(accept_index: Tensor, tracking: bool) -> tuple[Tensor, Tensor | None]:
     """G3's computed steps (int64 ``[bs]``): G3 has no output parameters, so it allocates them, also
     under graph capture (their size depends on bs alone; the graph's pool keeps them for replays)."""
-    last = torch.empty((accept_index.shape[0],), dtype=torch.int64, device=accept_index.device)
+    last = torch.empty(accept_index.shape[0], dtype=torch.int64, device=accept_index.device)
     return last, torch.empty_like(last) if tracking else None
 
 

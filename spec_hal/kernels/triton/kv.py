@@ -723,7 +723,7 @@ def _move_kv_cache(
     # Scratch rows of the lanes of segments longer than the held lanes (sized from shapes), only
     # when N lanes can make such a segment.
     scratch = (
-        torch.empty((num_lanes, layout.row_words), dtype=word_dtype, device=tgt_loc.device)
+        torch.empty(num_lanes, layout.row_words, dtype=word_dtype, device=tgt_loc.device)
         if plan.staged
         else ptr_table
     )
@@ -766,7 +766,7 @@ def _move_one_large_segment(
     num_tiles = cdiv(layout.row_words, tile_words)
     lane_blocks = min(cdiv(num_lanes, MIN_LANES), config.max_grid)
     scratch = torch.empty(
-        (min(group, len(ptr_table)), num_lanes, layout.row_words), dtype=word_dtype, device=tgt_loc.device
+        min(group, len(ptr_table)), num_lanes, layout.row_words, dtype=word_dtype, device=tgt_loc.device
     )
     for first, end, stride_words in _buffer_groups(layout, group):
         for to_scratch in (True, False):

@@ -743,7 +743,7 @@ def _launch(
         launches[0](probs, *probs.stride(), out, *out.stride(), *param_args, batch, vocab)
         return
     *digits, write = launches
-    scratch = torch.zeros((batch, scratch_columns), dtype=torch.int32, device=probs.device)
+    scratch = torch.zeros(batch, scratch_columns, dtype=torch.int32, device=probs.device)
     for digit in digits:  # the same arguments at every digit
         digit(
             probs, *probs.stride(), out, *out.stride(), *param_args, scratch, scratch.stride()[0], batch, vocab,

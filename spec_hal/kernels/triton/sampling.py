@@ -286,7 +286,7 @@ class _Argmax:
         self.logits = logits
         # One allocation: the maxima, then the indices (int32 bits in float32 entries).
         self.partials = (
-            torch.empty((2 * shape.index_plane,), dtype=torch.float32, device=logits.device)
+            torch.empty(2 * shape.index_plane, dtype=torch.float32, device=logits.device)
             if shape.from_partials
             else None
         )

@@ -15,6 +15,7 @@ from ...validation import (
     check_output,
     check_tensor,
     device_kind,
+    empty,
     new_outputs,
     value_checks_enabled,
 )
@@ -71,7 +72,7 @@ def exponential_noise(
     shape: Sequence[int], device: torch.device, generator: torch.Generator | None
 ) -> Tensor:
     """Exp(1) noise of the exponential race, fp32, drawn from ``generator`` (default one when None)."""
-    noise = torch.empty(tuple(shape), dtype=torch.float32, device=device)
+    noise = empty(shape, torch.float32, device)
     if generator is None or noise.is_meta:  # meta tensors hold no data: there is nothing to draw
         return noise.exponential_()
     return noise.exponential_(generator=generator)

@@ -366,7 +366,7 @@ def build_tree_kernel_efficient(
     # so they are allocated also under graph capture (the graph's pool keeps them for replays).
     flat_tokens = None
     if verified_id is not None:
-        flat_tokens = torch.empty((bs * num_nodes,), dtype=torch.int64, device=device)
+        flat_tokens = torch.empty(bs * num_nodes, dtype=torch.int64, device=device)
     if bs > 0:
         build_tree_kernel_efficient.dispatch(
             device,
