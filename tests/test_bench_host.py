@@ -8,6 +8,8 @@ import torch
 from spec_hal import ops
 from spec_hal.bench import host
 from spec_hal.conformance.cases.index import BUILDERS
+from spec_hal.conformance.cases.kv import BUILDERS as KV_BUILDERS
+from spec_hal.opdef import OpDef
 
 
 def _inputs(seeds=(0, 1, 2)):
@@ -24,10 +26,28 @@ def test_breakdown_splits_the_public_call_into_layers():
 
 def test_provider_arguments_are_what_the_contract_dispatches():
     kwargs = _inputs((0,))[0]
-    ((device, args),) = host._provider_args(ops.assign_extend_cache_locs, kwargs)
-    assert device == torch.device("cpu")
+    dispatch = OpDef.dispatch
+    ((op, device, args),) = host._provider_args(ops.assign_extend_cache_locs, kwargs)
+    assert op is ops.assign_extend_cache_locs and device == torch.device("cpu")
     assert args[0] is kwargs["req_pool_indices"] and args[-1] is kwargs["out"]
-    assert "dispatch" not in vars(ops.assign_extend_cache_locs)  # the capture is undone
+    assert OpDef.dispatch is dispatch  # the capture is undone
+
+
+def test_an_op_built_on_another_has_both_dispatches_timed_as_dispatches(monkeypatch):
+    kwargs = KV_BUILDERS["move_accept_tokens_to_target_kvcache"](torch.device("cpu"), bs=4, seed=0)
+    dispatched = [op for op, _, _ in host._provider_args(ops.move_accept_tokens_to_target_kvcache, kwargs)]
+    assert dispatched == [ops.move_accept_tokens_to_target_kvcache, ops.move_kv_cache]
+    # The provider loop calls both providers: the KV move's counts as the provider's, not the contract's.
+    resolved = []
+    provider_for = OpDef.provider_for
+
+    def spied(op, device, args):
+        resolved.append(op.name)
+        return provider_for(op, device, args)
+
+    monkeypatch.setattr(OpDef, "provider_for", spied)
+    host.breakdown("move_accept_tokens_to_target_kvcache", [kwargs], repeats=20)
+    assert resolved == ["move_accept_tokens_to_target_kvcache", "move_kv_cache"]
 
 
 def test_inputs_rotate():

@@ -4,8 +4,10 @@ For one op and a few input sets of the same shapes (rotated, so that nothing is 
 set of tensors alone), :func:`breakdown` times
 
 * the public call ``spec_hal.ops.<op>(...)``;
-* ``op.dispatch(device, *provider_args)``: the binding lookup and the provider;
-* the bound provider called directly;
+* ``op.dispatch(device, *provider_args)``: the binding lookup and the provider, for every dispatch
+  the public call makes (an op built on others dispatches theirs too: the accepted-token move
+  dispatches the KV move);
+* the bound providers called directly;
 * for Triton providers, each launch's two stages through its launch plan
   (``spec_hal/kernels/triton/launch.py``): binding the arguments (the plan's reader and lookup,
   which stand in for Triton's binder) and the compiled kernel's launcher;
@@ -32,6 +34,7 @@ from typing import Any
 import torch
 
 from .. import ops as public_ops
+from ..opdef import OpDef
 
 #: Launches one timing loop may queue: well below the depth of a device's launch queue.
 QUEUED_LAUNCHES = 512
@@ -74,9 +77,13 @@ def rotating(calls: list[Callable[[], Any]]) -> Callable[[], Any]:
     return lambda: next(cycle)()
 
 
-def _each(dispatch: Callable[..., None], calls: list[tuple[torch.device, tuple[Any, ...]]]) -> None:
-    for device, args in calls:
-        dispatch(device, *args)
+#: One dispatch of a public call: the op dispatched, the device and the provider arguments.
+Dispatch = tuple[OpDef, torch.device, tuple[Any, ...]]
+
+
+def _each(calls: list[Dispatch]) -> None:
+    for op, device, args in calls:
+        op.dispatch(device, *args)
 
 
 def _call_each(calls: list[tuple[Callable[..., None], tuple[Any, ...]]]) -> None:
@@ -84,14 +91,27 @@ def _call_each(calls: list[tuple[Callable[..., None], tuple[Any, ...]]]) -> None
         fn(*args)
 
 
-def _provider_args(op: Any, kwargs: dict[str, Any]) -> list[tuple[torch.device, tuple[Any, ...]]]:
-    """The (device, provider arguments) of each dispatch one public call makes."""
-    seen: list[tuple[torch.device, tuple[Any, ...]]] = []
-    op.dispatch = lambda device, *args: seen.append((device, args))  # shadows the method: this call only
+def _provider_args(op: OpDef, kwargs: dict[str, Any]) -> list[Dispatch]:
+    """Each dispatch one public call of ``op`` makes (the call runs once), of ``op`` or of the ops
+    it is built on, in order."""
+    seen: list[Dispatch] = []
+    method = OpDef.dispatch
+    running: list[OpDef] = []  # a dispatch made by a provider is part of that provider's time
+
+    def record(dispatched: OpDef, device: torch.device, *args: Any) -> None:
+        if not running:
+            seen.append((dispatched, device, args))
+        running.append(dispatched)
+        try:
+            method(dispatched, device, *args)  # later checks of the call may read what it writes
+        finally:
+            running.pop()
+
+    OpDef.dispatch = record  # type: ignore[method-assign, assignment]  # every op's, for this call only
     try:
         op(**kwargs)
     finally:
-        del op.dispatch
+        OpDef.dispatch = method  # type: ignore[method-assign]
     return seen
 
 
@@ -112,10 +132,8 @@ def breakdown(
     row = {"public_us": public * 1e6}
     if not all(dispatches):  # returned before dispatching (an empty batch): nothing more to split
         return row
-    dispatch = _median_seconds(
-        rotating([functools.partial(_each, op.dispatch, d) for d in dispatches]), repeats, drain
-    )
-    bound = [[(op.provider_for(dev, args), args) for dev, args in d] for d in dispatches]
+    dispatch = _median_seconds(rotating([functools.partial(_each, d) for d in dispatches]), repeats, drain)
+    bound = [[(each.provider_for(dev, args), args) for each, dev, args in d] for d in dispatches]
     provider = _median_seconds(rotating([functools.partial(_call_each, b) for b in bound]), repeats, drain)
     row |= {
         "validation_us": (public - dispatch) * 1e6,
