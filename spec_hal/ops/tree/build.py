@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from ..._constants import FULL_MASK, QLEN_ONLY, QLEN_ONLY_BITPACKING, SIGNED_OF, TreeMaskMode
+from ..._constants import FULL_MASK, QLEN_ONLY, QLEN_ONLY_BITPACKING, SIGNED_OF
 from ...opdef import define_op
 from ...validation import (
     check_index,
@@ -289,7 +289,6 @@ def build_tree_kernel_efficient(
         raise ValueError(
             f"tree_mask_mode: expected 0 (FULL_MASK), 1 (QLEN_ONLY) or 2 (QLEN_ONLY_BITPACKING), got {mode}"
         )
-    mode = TreeMaskMode(mode)
     num_nodes = draft_token_num
     if mode == QLEN_ONLY_BITPACKING and num_nodes > MAX_BITPACK_NODES:
         raise ValueError(
