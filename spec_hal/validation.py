@@ -357,6 +357,6 @@ def _allocate(
 def empty(shape: Sequence[int], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """``torch.empty(shape, ...)``, with the sizes passed one by one: torch parses separate int
     arguments faster than one tuple of them (a host cost on every allocating call)."""
-    if shape:
+    if len(shape):
         return torch.empty(*shape, dtype=dtype, device=device)
     return torch.empty((), dtype=dtype, device=device)

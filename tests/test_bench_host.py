@@ -3,6 +3,7 @@ provider arguments are the ones the contract dispatches, and the inputs rotate."
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from spec_hal import ops
@@ -31,6 +32,9 @@ def test_provider_arguments_are_what_the_contract_dispatches():
     assert op is ops.assign_extend_cache_locs and device == torch.device("cpu")
     assert args[0] is kwargs["req_pool_indices"] and args[-1] is kwargs["out"]
     assert OpDef.dispatch is dispatch  # the capture is undone
+    with pytest.raises(TypeError):
+        host._provider_args(ops.assign_extend_cache_locs, {})  # the call raises: undone too
+    assert OpDef.dispatch is dispatch
 
 
 def test_an_op_built_on_another_has_both_dispatches_timed_as_dispatches(monkeypatch):

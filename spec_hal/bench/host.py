@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -77,6 +78,8 @@ def rotating(calls: list[Callable[[], Any]]) -> Callable[[], Any]:
     return lambda: next(cycle)()
 
 
+#: Held while a call's dispatches are captured (the capture swaps ``OpDef.dispatch`` for everyone).
+_CAPTURING = threading.Lock()
 #: One dispatch of a public call: the op dispatched, the device and the provider arguments.
 Dispatch = tuple[OpDef, torch.device, tuple[Any, ...]]
 
@@ -93,25 +96,31 @@ def _call_each(calls: list[tuple[Callable[..., None], tuple[Any, ...]]]) -> None
 
 def _provider_args(op: OpDef, kwargs: dict[str, Any]) -> list[Dispatch]:
     """Each dispatch one public call of ``op`` makes (the call runs once), of ``op`` or of the ops
-    it is built on, in order."""
+    it is built on, in order. Only this thread's dispatches count, one capture at a time."""
     seen: list[Dispatch] = []
-    method = OpDef.dispatch
-    running: list[OpDef] = []  # a dispatch made by a provider is part of that provider's time
+    thread = threading.get_ident()
+    depth = 0  # a dispatch made by a provider is part of that provider's time
 
     def record(dispatched: OpDef, device: torch.device, *args: Any) -> None:
-        if not running:
+        nonlocal depth
+        if threading.get_ident() != thread:  # another thread's dispatch: not this call's
+            method(dispatched, device, *args)
+            return
+        if depth == 0:
             seen.append((dispatched, device, args))
-        running.append(dispatched)
+        depth += 1
         try:
             method(dispatched, device, *args)  # later checks of the call may read what it writes
         finally:
-            running.pop()
+            depth -= 1
 
-    OpDef.dispatch = record  # type: ignore[method-assign, assignment]  # every op's, for this call only
-    try:
-        op(**kwargs)
-    finally:
-        OpDef.dispatch = method  # type: ignore[method-assign]
+    with _CAPTURING:
+        method = OpDef.dispatch
+        OpDef.dispatch = record  # type: ignore[method-assign, assignment]  # every op's, for this call only
+        try:
+            op(**kwargs)
+        finally:
+            OpDef.dispatch = method  # type: ignore[method-assign]
     return seen
 
 
