@@ -182,7 +182,8 @@ def _across_slices_cases(config, dtype):
         False,
         *_verify_outputs(bs, num_nodes),
     ]
-    width = 2 * sampling_kernels._copy_block(config, torch.empty(1, 1, dtype=torch.bfloat16)) + 5
+    # Hidden rows of two whole gather steps and part of a third.
+    width = 2 * sampling_kernels._copy_block(config, torch.bfloat16.itemsize, 1 << 20) + 5
     row_indices = torch.tensor([7, 0, 5, rows, 1, 2, 4, 6, 3])  # one out of range
     extend = [
         logits,

@@ -176,12 +176,12 @@ def _slice_elements(config: LaunchConfig, vocab: int, element: int, num_rows: in
     return min(max(slice_bytes // element, 1), next_power_of_2(max(vocab, 1)))
 
 
-def _copy_block(config: LaunchConfig, rows: torch.Tensor | None) -> int:
-    """Elements per step of a row gather: the vendor's bandwidth tile, at most the row."""
-    if rows is None:
-        return 1
-    lanes = next_power_of_2(max(config.copy_block_bytes // rows.element_size(), 1))
-    return min(lanes, next_power_of_2(max(rows.shape[1], 1)))
+@functools.lru_cache(maxsize=1024)
+def _copy_block(config: LaunchConfig, element_size: int, width: int) -> int:
+    """Elements per step of a gather of rows ``width`` elements wide: the vendor's bandwidth tile,
+    at most the row (worked out once per layout)."""
+    lanes = next_power_of_2(max(config.copy_block_bytes // element_size, 1))
+    return min(lanes, next_power_of_2(max(width, 1)))
 
 
 #: An optional row gather ``target[b] = source[row_indices[b]]``: (source, target) or None.
@@ -202,7 +202,10 @@ def _gather_args(gather: _Gather) -> tuple:
 
 
 def _gather_block(config: LaunchConfig, gather: _Gather) -> int:
-    return _copy_block(config, None if gather is None else gather[0])
+    if gather is None:
+        return 1
+    source = gather[0]
+    return _copy_block(config, source.element_size(), source.shape[1])
 
 
 class _ArgmaxShape:
