@@ -273,3 +273,17 @@ def test_accept_locs_grid_limit():
     registry.ops()["move_accept_tokens_to_target_kvcache"].reference(*want)
     kv_kernels._accept_locs(config, *args)
     assert compare(args, want) == []
+
+
+def test_a_layout_is_found_by_its_own_pointer_table_only():
+    narrow = KVBuffers([torch.zeros(8, 3, dtype=torch.float16)])
+    wide = KVBuffers([torch.zeros(8, 64), torch.zeros(8, 64)])
+    first = kv_kernels._layout(narrow.buffers, narrow.ptr_table, narrow.vectorizable)
+    assert kv_kernels._layout(narrow.buffers, narrow.ptr_table, narrow.vectorizable) is first
+    # An entry under the id of another table whose weak reference names a different tensor (an id
+    # reused after its table died) is not taken for it.
+    key = id(wide.ptr_table)
+    kv_kernels._layouts[key] = (kv_kernels._layouts[id(narrow.ptr_table)][0], first)
+    layout = kv_kernels._layout(wide.buffers, wide.ptr_table, wide.vectorizable)
+    assert layout != first and layout.row_words * layout.word_bytes == 64 * 4
+    assert kv_kernels._layouts[key][0]() is wide.ptr_table

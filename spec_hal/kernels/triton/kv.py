@@ -42,13 +42,13 @@ from __future__ import annotations
 
 import functools
 import math
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 import triton
 import triton.language as tl
-from torch.utils.weak import WeakIdKeyDictionary
 
 from .config import LaunchConfig
 from .launch import Launch, cdiv, kernel, next_power_of_2
@@ -561,15 +561,17 @@ class _Layout:
     runs: tuple[tuple[int, int, int], ...]
 
 
-# Keyed by the identity of the KVBuffers' pointer table (built once per KVBuffers, never reallocated
-# while in use): the layout is computed on the first move only.
-_layouts: WeakIdKeyDictionary = WeakIdKeyDictionary()
+#: Layouts by the id of the KVBuffers' pointer table (built once per KVBuffers, never reallocated
+#: while in use), each with a weak reference that confirms the id still names that table: the
+#: layout is computed on the first move only, and a lookup is one dict read.
+_layouts: dict[int, tuple[weakref.ref[torch.Tensor], _Layout]] = {}
+_MAX_LAYOUTS = 64
 
 
 def _layout(buffers: list[torch.Tensor], ptr_table: torch.Tensor, vectorizable: bool) -> _Layout:
-    layout = _layouts.get(ptr_table)
-    if layout is not None:
-        return layout
+    known = _layouts.get(id(ptr_table))
+    if known is not None and known[0]() is ptr_table:
+        return known[1]
     element = buffers[0].element_size()
     row_bytes = buffers[0].shape[1:].numel() * element
     num_slots = buffers[0].shape[0]
@@ -586,7 +588,9 @@ def _layout(buffers: list[torch.Tensor], ptr_table: torch.Tensor, vectorizable: 
         else:
             runs.append((i, i + 1, stride // word))
     layout = _Layout(word, vectorizable, row_bytes // word, tuple(runs))
-    _layouts[ptr_table] = layout
+    if len(_layouts) >= _MAX_LAYOUTS:
+        _layouts.clear()
+    _layouts[id(ptr_table)] = (weakref.ref(ptr_table), layout)
     return layout
 
 
