@@ -1,8 +1,9 @@
 """Loop oracles for family D7 (top-k / top-p renormalisation), written from the spec, one row at a time.
 
-Each takes CPU tensors and returns a new CPU tensor. Sums are exact (``math.fsum`` and fractions of
-float32 values); the top-p target ``top_p * total`` is rounded to float32 as the contract computes it (an
-IEEE float32 product: exact in double, then rounded once). The conformance data are multiples of a
+Each takes CPU tensors and returns a new CPU tensor. Sums are exact (``math.fsum``, and top-p's prefix
+sums as whole multiples of float32's smallest step, Python ints); the top-p target ``top_p * total`` is
+rounded to float32 as the contract computes it (an IEEE float32 product: exact in double, then rounded
+once). The conformance data are multiples of a
 power of two with small totals, where these exact sums are what any float32 adder gets.
 """
 
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import math
 import struct
-from fractions import Fraction
 
 import torch
 
@@ -20,6 +20,15 @@ def f32(x: float) -> float:
     if math.isnan(x) or math.isinf(x):
         return x
     return struct.unpack("f", struct.pack("f", x))[0]
+
+
+#: float32's smallest step is 2**-149: every float32 value is a whole number of steps.
+_STEPS_PER_UNIT = 2.0**149
+
+
+def _in_steps(value: float) -> int:
+    """A float32 value as its exact number of steps (a power-of-two scaling: no rounding)."""
+    return int(value * _STEPS_PER_UNIT)
 
 
 def _per_row(parameter: torch.Tensor | int | float, batch: int) -> list:
@@ -54,10 +63,10 @@ def top_p_renorm_prob(probs: torch.Tensor, top_p: torch.Tensor | float) -> torch
             out.append(_renormalised(row, -math.inf))
             continue
         ordered = sorted(row, reverse=True)
-        target = Fraction(f32(p * math.fsum(ordered)))
-        prefix, tau = Fraction(0), ordered[-1]
+        target = _in_steps(f32(p * math.fsum(ordered)))
+        prefix, tau = 0, ordered[-1]
         for value in ordered:
-            prefix += Fraction(value)  # exact
+            prefix += _in_steps(value)  # exact
             if prefix >= target:
                 tau = value
                 break
