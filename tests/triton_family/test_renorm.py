@@ -198,15 +198,28 @@ def test_both_shapes_agree_with_the_reference(op, rows, config):
 
 #: Split rows in two chunks of five blocks each (the interpreter's blocks are 64 lanes, the rows 600).
 LONG_CHUNKS = dataclasses.replace(SPLIT_ROWS, row_programs=10)
+#: (configuration, whether its digit passes keep values, id).
+KEEPING_SHAPES = [
+    (ONE_PROGRAM_PER_ROW, False, "per_row"),
+    (SPLIT_ROWS, False, "split_short_chunks"),
+    (LONG_CHUNKS, True, "split_long_chunks"),
+]
+#: Top-p's shapes that keep nothing run its eleven interpreted digit launches on the rows with
+#: ties and a lone maximum only (every kind of row goes through them in
+#: test_both_shapes_agree_with_the_reference).
+TOP_P_ROWS_KEEPING_NOTHING = ("ties", "one_hot")
 
 
 @pytest.mark.parametrize(
-    ("config", "kept"),
-    [(ONE_PROGRAM_PER_ROW, False), (SPLIT_ROWS, False), (LONG_CHUNKS, True)],
-    ids=["per_row", "split_short_chunks", "split_long_chunks"],
+    ("op", "rows", "config", "kept"),
+    [
+        pytest.param(op, rows, config, kept, id=f"{op}-{rows}-{name}")
+        for op in OPS
+        for rows in renorm_cases.ROWS
+        for config, kept, name in KEEPING_SHAPES
+        if op == K or kept or rows in TOP_P_ROWS_KEEPING_NOTHING
+    ],
 )
-@pytest.mark.parametrize("rows", renorm_cases.ROWS)
-@pytest.mark.parametrize("op", OPS)
 def test_split_rows_keep_their_bracket_in_out_unless_out_is_probs(op, rows, config, kept):
     """Split rows in chunks of several blocks: once the key's exponent is found, the search stores
     its bracket's values in ``out`` and reads those from then on; in place (``out`` is ``probs``) it
