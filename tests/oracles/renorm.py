@@ -3,8 +3,8 @@
 Each takes CPU tensors and returns a new CPU tensor. Sums are exact (``math.fsum``, and top-p's prefix
 sums as whole multiples of float32's smallest step, Python ints); the top-p target ``top_p * total`` is
 rounded to float32 as the contract computes it (an IEEE float32 product: exact in double, then rounded
-once). The conformance data are multiples of a
-power of two with small totals, where these exact sums are what any float32 adder gets.
+once). The conformance data are multiples of a power of two with small totals, where these exact sums
+are what any float32 adder gets.
 """
 
 from __future__ import annotations
