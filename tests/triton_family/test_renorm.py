@@ -239,6 +239,13 @@ def test_split_rows_keep_their_bracket_in_out_unless_out_is_probs(op, rows, conf
     }  # fmt: skip
     assert levels[True] == {-1}
     assert (levels[False] != {-1}) == kept and len(levels[False]) == 1
+    # Top-k keeps them in a launch of its own, at the compact level; top-p in that level's pass.
+    keeping = [
+        launch.options["LEVEL"]
+        for launch in renorm_kernels._launches(config, 5, 600, op == P, True, False).launches
+        if launch.options.get("KEEPS")
+    ]
+    assert keeping == ([min(levels[False])] if kept and op == K else [])
     expected = torch.empty_like(probs)
     renorm_kernels_reference(op)(probs, parameter, value, expected)
     out = torch.full_like(probs, -1.0)

@@ -19,10 +19,12 @@ The highest pivot where the condition holds becomes ``low`` and the next one ``h
 pass, whose first pivot is key 0, also gives the row's total. When one key is left, ``low`` is tau
 and its pivot's mass the kept mass.
 
-In split rows (below), once the bracket's exponent is known, the pass that narrows it further also
-stores the values inside it in the row's ``out`` lanes (which the last pass overwrites; not where
-``out`` is ``probs``), with the mass above them: later passes read those values alone, a small part
-of a row. Top-k's first 8-bit digit is the exponent: its second pass keeps them.
+In split rows (below), once the bracket's exponent is known, the values inside it are stored in the
+row's ``out`` lanes (which the last pass overwrites; not where ``out`` is ``probs``), with the mass
+above them: later passes read those values alone, a small part of a row. Top-p's pass that narrows
+the bracket further stores them. Top-k's first 8-bit digit is the exponent, and a launch of its own
+stores them: compares and stores, without the histogram that the next digit's tally would cost over
+the whole row (its digit launches then tally the stored values only).
 
 A last pass writes ``out = p / sum(kept)`` where ``p >= tau``, 0 elsewhere (``out`` may be ``probs``:
 every lane is read before it is written, by the thread that writes it). Rows that keep everything
@@ -37,7 +39,7 @@ Three shapes of launch:
   bisection of the keys over its registers (31 steps, each a count or a mass of the values at or
   above a key), and writes the output from them;
 * longer rows, at any batch: each row is split into chunks (at least two), one program per
-  (chunk, row), one launch per digit and one that writes. A program tallies its chunk into the row's
+  (chunk, row), one launch per digit (and top-k's that keeps the bracket) and one that writes. A program tallies its chunk into the row's
   scratch; the last program of the row to arrive (an atomic count) adds the chunks' tallies in chunk
   order (the same sums every run) and stores the row's next digit, which the next launch reads. Rows
   are split even when there are enough of them to fill the device: the kept values that chunks of
@@ -128,12 +130,13 @@ def _range_total(row_ptr, stride_v, begin, end, BLOCK_V: tl.constexpr):
 @triton.jit
 def _count_pass(
     row_ptr, stride_v, begin, end, prefix, kept_ptr, kept_stride, HIGH: tl.constexpr, SHIFT: tl.constexpr,
-    BLOCK_V: tl.constexpr, KEEP: tl.constexpr,
+    BLOCK_V: tl.constexpr, KEEP: tl.constexpr, COUNT: tl.constexpr = True,
 ):  # fmt: skip
     """Over lanes ``[begin, end)`` of the row, the keys whose bits from ``HIGH`` up equal
-    ``prefix``'s (the bracket): the count of each digit (bits ``SHIFT .. HIGH - 1``); the mass of
-    the keys above the bracket; with ``KEEP``, the number of values of the bracket also stored at
-    ``kept_ptr`` (in row order, from slot 0: later passes count those instead of the row), else 0."""
+    ``prefix``'s (the bracket): with ``COUNT``, the count of each digit (bits ``SHIFT .. HIGH - 1``;
+    zeros without); the mass of the keys above the bracket; with ``KEEP``, the number of values of
+    the bracket also stored at ``kept_ptr`` (in row order, from slot 0: later passes count those
+    instead of the row), else 0."""
     NUM_DIGITS: tl.constexpr = tl.constexpr(1) << (HIGH - SHIFT)
     head = prefix >> HIGH
     counts = tl.zeros([NUM_DIGITS], tl.int32)
@@ -142,9 +145,10 @@ def _count_pass(
     for start in range(begin, end, BLOCK_V):
         _, inside, values, keys = _load_row_block(row_ptr, stride_v, start, end, BLOCK_V)
         key_head = keys >> HIGH
-        digits = (keys >> SHIFT) & (NUM_DIGITS - 1)
         in_bracket = inside & (key_head == head)
-        counts += tl.histogram(digits, NUM_DIGITS, mask=in_bracket)
+        if COUNT:
+            digits = (keys >> SHIFT) & (NUM_DIGITS - 1)
+            counts += tl.histogram(digits, NUM_DIGITS, mask=in_bracket)
         mass_above += tl.where(inside & (key_head > head), values, 0.0)
         if KEEP:
             flags = in_bracket.to(tl.int32)
@@ -483,12 +487,16 @@ def _renorm_digit_kernel(
     param_ptr, param_stride, param_value,
     scratch_ptr, scratch_stride, batch, vocab, chunk, num_chunks,
     TOP_P: tl.constexpr, PER_ROW: tl.constexpr, LEVEL: tl.constexpr, DIGIT: tl.constexpr,
-    COMPACT_LEVEL: tl.constexpr, CHUNKS: tl.constexpr, BLOCK_V: tl.constexpr, BLOCK_R: tl.constexpr,
+    COMPACT_LEVEL: tl.constexpr, KEEPS: tl.constexpr, STEP: tl.constexpr, CHUNKS: tl.constexpr,
+    BLOCK_V: tl.constexpr, BLOCK_R: tl.constexpr,
 ):  # fmt: skip
     """Digit ``LEVEL`` of each row's tau: program (c, q) tallies chunk c of rows q, q + grid, ...;
-    the row's last program to arrive finishes the digit (``CHUNKS``: a power of two >= the chunks).
-    Level 0 also sums the rows that keep everything (they skip the later levels). The values of the
-    bracket are kept in the chunk's lanes of ``out`` from ``COMPACT_LEVEL`` on (-1: never)."""
+    the row's last program to arrive finishes the digit (``CHUNKS``: a power of two >= the chunks;
+    ``STEP``: the launch's number among the digit launches). Level 0 also sums the rows that keep
+    everything (they skip the later levels). The values of the bracket are kept in the chunk's
+    lanes of ``out`` at ``COMPACT_LEVEL`` (-1: never) and read from then on: top-p's pass of that
+    level keeps them, top-k's are kept by a launch of their own (``KEEPS``: it tallies nothing, and
+    the level's digit launch after it reads them)."""
     HIGH: tl.constexpr = _KEY_BITS - LEVEL * DIGIT
     SHIFT: tl.constexpr = (HIGH - DIGIT) * (HIGH > DIGIT)
     # Top-k tallies the bracket's next digit (the last one may be narrower); top-p, its pivots.
@@ -496,7 +504,11 @@ def _renorm_digit_kernel(
     EXTRA: tl.constexpr = tl.constexpr(1) << DIGIT
     KEPT: tl.constexpr = EXTRA + 1
     SLOTS: tl.constexpr = EXTRA + 2
-    READS_KEPT: tl.constexpr = (COMPACT_LEVEL >= 0) & (LEVEL > COMPACT_LEVEL)
+    COMPACTS: tl.constexpr = COMPACT_LEVEL >= 0
+    STORES_KEPT: tl.constexpr = COMPACTS & (LEVEL == COMPACT_LEVEL) & (TOP_P | KEEPS)
+    READS_KEPT: tl.constexpr = COMPACTS & (
+        (LEVEL > COMPACT_LEVEL) | ((LEVEL == COMPACT_LEVEL) & (not (TOP_P | KEEPS)))
+    )
     c = tl.program_id(0)
     begin = c * chunk
     end = tl.minimum(begin + chunk, vocab)
@@ -530,38 +542,44 @@ def _renorm_digit_kernel(
                 tl.store(tallies + tally_slots, masses.to(tl.int32, bitcast=True))
                 if LEVEL != COMPACT_LEVEL:
                     extra = tl.zeros((), tl.float32)
+            elif KEEPS:  # tallying while keeping would cost the histogram over the whole row
+                _, extra, kept = _count_pass(
+                    row_ptr, probs_stride_v, begin, end, prefix, kept_row, out_stride_v, HIGH, SHIFT, BLOCK_V,
+                    True, False,
+                )  # fmt: skip
             elif READS_KEPT:  # the finisher adds the mass above the kept values
                 counts, extra, _ = _count_pass(
                     kept_row, out_stride_v, 0, kept, prefix, kept_row, out_stride_v, HIGH, SHIFT, BLOCK_V, False,
                 )  # fmt: skip
                 tl.store(tallies + tally_slots, counts)
             else:
-                counts, extra, kept = _count_pass(
+                counts, extra, _ = _count_pass(
                     row_ptr, probs_stride_v, begin, end, prefix, kept_row, out_stride_v, HIGH, SHIFT, BLOCK_V,
-                    LEVEL == COMPACT_LEVEL,
+                    False,
                 )  # fmt: skip
                 tl.store(tallies + tally_slots, counts)
-            if LEVEL == COMPACT_LEVEL:
+            if STORES_KEPT:
                 tl.store(tallies + KEPT, kept)
             _store_state_float(tallies, EXTRA, extra)
             # Every thread's tallies are stored before the arrival that publishes them.
             tl.debug_barrier()
             arrived = tl.atomic_add(state + _ARRIVALS, 1, sem="acq_rel")
-            if arrived == (LEVEL + 1) * num_chunks - 1:
+            if arrived == (STEP + 1) * num_chunks - 1:
                 _finish_digit(
-                    state, param, keep_all, prefix, high, num_chunks, TOP_P, LEVEL, DIGIT, COMPACT_LEVEL, HIGH,
-                    SHIFT, TALLIES, SLOTS, CHUNKS,
+                    state, param, keep_all, prefix, high, num_chunks, TOP_P, LEVEL, DIGIT, KEEPS, STORES_KEPT,
+                    READS_KEPT, HIGH, SHIFT, TALLIES, SLOTS, CHUNKS,
                 )  # fmt: skip
 
 
 @triton.jit
 def _finish_digit(
     state, param, keep_all, prefix, high, num_chunks, TOP_P: tl.constexpr, LEVEL: tl.constexpr,
-    DIGIT: tl.constexpr, COMPACT_LEVEL: tl.constexpr, HIGH: tl.constexpr, SHIFT: tl.constexpr,
-    TALLIES: tl.constexpr, SLOTS: tl.constexpr, CHUNKS: tl.constexpr,
+    DIGIT: tl.constexpr, KEEPS: tl.constexpr, STORES_KEPT: tl.constexpr, READS_KEPT: tl.constexpr,
+    HIGH: tl.constexpr, SHIFT: tl.constexpr, TALLIES: tl.constexpr, SLOTS: tl.constexpr, CHUNKS: tl.constexpr,
 ):  # fmt: skip
     """The row's chunks' tallies added in chunk order, the row's next digit (top-p: bracket) stored
-    (and, after the last digit or for a row that keeps everything, tau's key and the kept mass)."""
+    (and, after the last digit or for a row that keeps everything, tau's key and the kept mass).
+    After a launch that only keeps values (``KEEPS``), the row's mass above them alone."""
     chunk_slots = tl.arange(0, CHUNKS)
     in_row = chunk_slots < num_chunks
     firsts = state + _STATE_SLOTS + chunk_slots * SLOTS
@@ -577,11 +595,14 @@ def _finish_digit(
     )
     tau_key = tl.zeros((), tl.int32) + _KEY_MIN
     kept_mass = extra  # a row that keeps everything: its total
-    if not keep_all:
+    if KEEPS:
+        # The chunks' extras: their masses above the kept values. Keep-everything rows skip this level.
+        _store_state_float(state, _KEPT_ABOVE, extra)
+    elif not keep_all:
         above_kept = tl.zeros((), tl.float32)
-        if LEVEL == COMPACT_LEVEL:  # the chunks' extras: their masses above the kept values
+        if STORES_KEPT:  # the chunks' extras: their masses above the kept values
             _store_state_float(state, _KEPT_ABOVE, extra)
-        if (COMPACT_LEVEL >= 0) & (LEVEL > COMPACT_LEVEL):
+        if READS_KEPT:
             above_kept = _load_state_float(state, _KEPT_ABOVE)
         if TOP_P:
             masses = tl.sum(cells.to(tl.float32, bitcast=True), 0) + above_kept
@@ -692,6 +713,14 @@ def _launches(
     digit = _SPLIT_DIGIT_BITS[top_p]
     num_chunks = cdiv(vocab, chunk)
     grid = (num_chunks, min(batch, config.max_grid))
+    compact_level = _compact_level(in_place, digit, chunk // block_v)
+    # (level, whether the launch only keeps the bracket's values): top-k keeps them in a launch of
+    # their own, before the compact level's digit.
+    steps = [
+        (level, keeps)
+        for level in range(cdiv(_KEY_BITS.value, digit))
+        for keeps in ((True, False) if level == compact_level and not top_p else (False,))
+    ]
     digits = tuple(
         _renorm_digit_kernel.at(
             grid,
@@ -699,13 +728,15 @@ def _launches(
             PER_ROW=per_row,
             LEVEL=level,
             DIGIT=digit,
-            COMPACT_LEVEL=_compact_level(in_place, digit, chunk // block_v),
+            COMPACT_LEVEL=compact_level,
+            KEEPS=keeps,
+            STEP=step,
             CHUNKS=next_power_of_2(num_chunks),
             BLOCK_V=block_v,
             BLOCK_R=max(block_v >> digit, 1),
             num_warps=num_warps,
         )  # fmt: skip
-        for level in range(cdiv(_KEY_BITS.value, digit))
+        for step, (level, keeps) in enumerate(steps)
     )
     write = _renorm_write_kernel.at(grid, BLOCK_V=block_v, num_warps=num_warps)
     scratch_columns = _STATE_SLOTS.value + num_chunks * ((1 << digit) + 2)
@@ -713,8 +744,8 @@ def _launches(
 
 
 def _compact_level(in_place: bool, digit: int, blocks_per_chunk: int) -> int:
-    """The digit level whose pass keeps the bracket's values in ``out`` (-1: never), later levels
-    reading those: once the bracket is :data:`_COMPACT_AFTER_BITS` bits of the key deep (top-k's
+    """The digit level at which the bracket's values are kept in ``out`` (-1: never; top-p's pass of
+    that level keeps them, top-k's launch before it), later passes reading those: once the bracket is :data:`_COMPACT_AFTER_BITS` bits of the key deep (top-k's
     8-bit digits: the exponent), in chunks of at least :data:`_COMPACT_MIN_BLOCKS` blocks."""
     if in_place or blocks_per_chunk < _COMPACT_MIN_BLOCKS:
         return -1
