@@ -257,6 +257,34 @@ def test_split_rows_keep_their_bracket_in_out_unless_out_is_probs(op, rows, conf
         torch.testing.assert_close(got, expected, rtol=1e-6, atol=0)
 
 
+@pytest.mark.parametrize("finish_tile", [0, 64], ids=["digits_after_keeping", "mixed"])
+def test_top_k_finds_tau_from_few_kept_values_and_digits_the_rest(finish_tile, monkeypatch):
+    """Top-k's keeping launch finds tau from the kept values where every chunk of the row kept at
+    most its share of the finishing tile, and the later digit launches skip those rows. With a tile
+    of 64 (32 lanes a chunk here), rows of a few heavy values finish there while rows of one repeated
+    value and rows of ties (hundreds kept per chunk) go through the digits, in the same launches;
+    with none, every row does. Both agree with the reference."""
+    monkeypatch.setattr(renorm_kernels, "_FINISH_TILE", finish_tile)
+    renorm_kernels._launches.cache_clear()
+    try:
+        probs = torch.cat(
+            [
+                B[K](torch.device("cpu"), bs=2, vocab=600, rows=rows, seed=3)["probs"]
+                for rows in ("peaked", "equal", "ties")
+            ]
+        )
+        parameter = torch.tensor([1, 5, 2, 300, 7, 450], dtype=torch.int64)
+        lanes = [
+            launch.options["FINISH_LANES"]
+            for launch in renorm_kernels._launches(LONG_CHUNKS, 6, 600, False, True, False).launches
+            if launch.options.get("KEEPS")
+        ]
+        assert lanes == [finish_tile // 2]
+        assert_providers_agree(K, provider(K, LONG_CHUNKS), [probs, parameter, 0, torch.empty_like(probs)])
+    finally:
+        renorm_kernels._launches.cache_clear()
+
+
 @pytest.mark.parametrize("config", SHAPES.values(), ids=SHAPES.keys())
 def test_a_top_p_target_that_rounds_to_zero_keeps_the_row_maximum(config):
     """``top_p * total`` below float32's range: the smallest kept prefix is the maximum alone (a

@@ -80,6 +80,10 @@ _COMPACT_AFTER_BITS = 8
 #: ... when a chunk spans this many blocks: a chunk of fewer is read in as few steps as its kept
 #: values would be, and storing them costs a scan of every block.
 _COMPACT_MIN_BLOCKS = 4
+#: Values of a row (over all its chunks) that top-k's keeping launch holds in one program's
+#: registers to find tau from them, when every chunk kept few enough: the digit launches after it
+#: then skip the row, each a launch whose programs only read the row's done mark.
+_FINISH_TILE = 4096
 #: Blocks of a mass pass loaded per step (more keep more registers live than the kernel has).
 _UNROLL = tl.constexpr(4)
 _KEY_MIN = tl.constexpr(-(2**31))
@@ -96,7 +100,10 @@ _KEPT_MASS = tl.constexpr(5)
 _TAU_KEY = tl.constexpr(6)
 #: From the level that keeps the bracket's values in ``out``: the row's mass above them.
 _KEPT_ABOVE = tl.constexpr(7)
-_STATE_SLOTS = tl.constexpr(8)
+#: Set when top-k's keeping launch found tau from the kept values (the later digit launches skip
+#: the row).
+_DONE = tl.constexpr(8)
+_STATE_SLOTS = tl.constexpr(9)
 
 
 @triton.jit
@@ -488,7 +495,7 @@ def _renorm_digit_kernel(
     scratch_ptr, scratch_stride, batch, vocab, chunk, num_chunks,
     TOP_P: tl.constexpr, PER_ROW: tl.constexpr, LEVEL: tl.constexpr, DIGIT: tl.constexpr,
     COMPACT_LEVEL: tl.constexpr, KEEPS: tl.constexpr, STEP: tl.constexpr, CHUNKS: tl.constexpr,
-    BLOCK_V: tl.constexpr, BLOCK_R: tl.constexpr,
+    FINISH_LANES: tl.constexpr, BLOCK_V: tl.constexpr, BLOCK_R: tl.constexpr,
 ):  # fmt: skip
     """Digit ``LEVEL`` of each row's tau: program (c, q) tallies chunk c of rows q, q + grid, ...;
     the row's last program to arrive finishes the digit (``CHUNKS``: a power of two >= the chunks;
@@ -496,7 +503,9 @@ def _renorm_digit_kernel(
     everything (they skip the later levels). The values of the bracket are kept in the chunk's
     lanes of ``out`` at ``COMPACT_LEVEL`` (-1: never) and read from then on: top-p's pass of that
     level keeps them, top-k's are kept by a launch of their own (``KEEPS``: it tallies nothing, and
-    the level's digit launch after it reads them)."""
+    the level's digit launch after it reads them). Where each chunk of a row kept at most
+    ``FINISH_LANES`` values, that launch's finisher finds tau from them (0: never), and the top-k
+    digit launches after it skip the row."""
     HIGH: tl.constexpr = _KEY_BITS - LEVEL * DIGIT
     SHIFT: tl.constexpr = (HIGH - DIGIT) * (HIGH > DIGIT)
     # Top-k tallies the bracket's next digit (the last one may be narrower); top-p, its pivots.
@@ -518,7 +527,10 @@ def _renorm_digit_kernel(
         row_ptr = probs_ptr + row * probs_stride_b
         state = scratch_ptr + row * scratch_stride
         param, keep_all = _row_parameter(param_ptr, param_stride, param_value, row, vocab, TOP_P, PER_ROW)
-        if (LEVEL == 0) | (not keep_all):
+        active = (LEVEL == 0) | (not keep_all)
+        if READS_KEPT and not TOP_P:
+            active = active & (_load_state(state, _DONE) == 0)
+        if active:
             prefix = _load_state(state, _PREFIX)  # top-p: the bracket's low key
             high = tl.zeros((), tl.int64) + _KEY_END
             if TOP_P and LEVEL > 0:
@@ -565,21 +577,26 @@ def _renorm_digit_kernel(
             tl.debug_barrier()
             arrived = tl.atomic_add(state + _ARRIVALS, 1, sem="acq_rel")
             if arrived == (STEP + 1) * num_chunks - 1:
-                _finish_digit(
-                    state, param, keep_all, prefix, high, num_chunks, TOP_P, LEVEL, DIGIT, KEEPS, STORES_KEPT,
-                    READS_KEPT, HIGH, SHIFT, TALLIES, SLOTS, CHUNKS,
-                )  # fmt: skip
+                if KEEPS:
+                    _finish_keeping(
+                        state, out_ptr + row * out_stride_b, out_stride_v, chunk, num_chunks, param, prefix, HIGH,
+                        SLOTS, CHUNKS, FINISH_LANES,
+                    )  # fmt: skip
+                else:
+                    _finish_digit(
+                        state, param, keep_all, prefix, high, num_chunks, TOP_P, LEVEL, DIGIT, STORES_KEPT,
+                        READS_KEPT, HIGH, SHIFT, TALLIES, SLOTS, CHUNKS,
+                    )  # fmt: skip
 
 
 @triton.jit
 def _finish_digit(
     state, param, keep_all, prefix, high, num_chunks, TOP_P: tl.constexpr, LEVEL: tl.constexpr,
-    DIGIT: tl.constexpr, KEEPS: tl.constexpr, STORES_KEPT: tl.constexpr, READS_KEPT: tl.constexpr,
-    HIGH: tl.constexpr, SHIFT: tl.constexpr, TALLIES: tl.constexpr, SLOTS: tl.constexpr, CHUNKS: tl.constexpr,
+    DIGIT: tl.constexpr, STORES_KEPT: tl.constexpr, READS_KEPT: tl.constexpr, HIGH: tl.constexpr,
+    SHIFT: tl.constexpr, TALLIES: tl.constexpr, SLOTS: tl.constexpr, CHUNKS: tl.constexpr,
 ):  # fmt: skip
     """The row's chunks' tallies added in chunk order, the row's next digit (top-p: bracket) stored
-    (and, after the last digit or for a row that keeps everything, tau's key and the kept mass).
-    After a launch that only keeps values (``KEEPS``), the row's mass above them alone."""
+    (and, after the last digit or for a row that keeps everything, tau's key and the kept mass)."""
     chunk_slots = tl.arange(0, CHUNKS)
     in_row = chunk_slots < num_chunks
     firsts = state + _STATE_SLOTS + chunk_slots * SLOTS
@@ -595,10 +612,7 @@ def _finish_digit(
     )
     tau_key = tl.zeros((), tl.int32) + _KEY_MIN
     kept_mass = extra  # a row that keeps everything: its total
-    if KEEPS:
-        # The chunks' extras: their masses above the kept values. Keep-everything rows skip this level.
-        _store_state_float(state, _KEPT_ABOVE, extra)
-    elif not keep_all:
+    if not keep_all:
         above_kept = tl.zeros((), tl.float32)
         if STORES_KEPT:  # the chunks' extras: their masses above the kept values
             _store_state_float(state, _KEPT_ABOVE, extra)
@@ -629,6 +643,54 @@ def _finish_digit(
     if keep_all | (SHIFT == 0):
         tl.store(state + _TAU_KEY, tau_key)
         _store_state_float(state, _KEPT_MASS, kept_mass)
+
+
+@triton.jit
+def _finish_keeping(
+    state, out_row, out_stride_v, chunk, num_chunks, k, prefix, HIGH: tl.constexpr, SLOTS: tl.constexpr,
+    CHUNKS: tl.constexpr, FINISH_LANES: tl.constexpr,
+):  # fmt: skip
+    """After top-k's keeping launch: the row's mass above its kept values (the chunks' extras, in
+    chunk order) stored. Where no chunk kept more than ``FINISH_LANES`` values, tau is found here:
+    the kept values (the bracket's, keys ``[low, low + 2**HIGH)``) are read into a
+    ``[CHUNKS, FINISH_LANES]`` tile and the bracket's keys bisected over it, as a resident row's are
+    (the count above the bracket added: the condition holds at ``low`` and not at the bracket's end,
+    so after ``HIGH`` steps ``low`` is tau's key). Tau, the kept mass and the row's done mark are
+    stored: the digit launches after this one skip the row."""
+    chunk_slots = tl.arange(0, CHUNKS)
+    in_row = chunk_slots < num_chunks
+    firsts = state + _STATE_SLOTS + chunk_slots * SLOTS
+    extras = tl.load(firsts + SLOTS - 2, mask=in_row, other=0, cache_modifier=".cg")
+    above = tl.sum(extras.to(tl.float32, bitcast=True), 0)
+    _store_state_float(state, _KEPT_ABOVE, above)
+    if FINISH_LANES > 0:
+        kept = tl.load(firsts + SLOTS - 1, mask=in_row, other=0, cache_modifier=".cg")
+        if tl.max(kept, 0) <= FINISH_LANES:
+            lanes = tl.arange(0, FINISH_LANES)
+            offsets = chunk_slots.to(tl.int64)[:, None] * chunk + lanes[None, :]
+            # -1.0 past each chunk's kept values: below every key tried, never counted or added.
+            values = tl.load(
+                out_row + offsets * out_stride_v,
+                mask=lanes[None, :] < kept[:, None],
+                other=-1.0,
+                cache_modifier=".cg",
+            )
+            count_above = _load_state(state, _COUNT_ABOVE).to(tl.int64)
+            low = (prefix >> HIGH << HIGH).to(tl.int64)
+            high = low + (tl.constexpr(1) << HIGH)
+            for _ in range(HIGH):
+                middle = low + (high - low) // 2
+                at_or_above = values >= middle.to(tl.int32).to(tl.float32, bitcast=True)
+                counted = tl.sum(tl.sum(at_or_above.to(tl.int32), 1), 0)
+                holds = count_above + counted >= k
+                low = tl.where(holds, middle, low)
+                high = tl.where(holds, high, middle)
+            tau_key = low.to(tl.int32)
+            tau = tau_key.to(tl.float32, bitcast=True)
+            kept_mass = above + tl.sum(tl.sum(tl.where(values >= tau, values, 0.0), 1), 0)
+            tl.store(state + _TAU_KEY, tau_key)
+            _store_state_float(state, _KEPT_MASS, kept_mass)
+            tl.store(state + _DONE, 1)
 
 
 @kernel
@@ -732,6 +794,7 @@ def _launches(
             KEEPS=keeps,
             STEP=step,
             CHUNKS=next_power_of_2(num_chunks),
+            FINISH_LANES=_finish_lanes(next_power_of_2(num_chunks)) if keeps else 0,
             BLOCK_V=block_v,
             BLOCK_R=max(block_v >> digit, 1),
             num_warps=num_warps,
@@ -741,6 +804,12 @@ def _launches(
     write = _renorm_write_kernel.at(grid, BLOCK_V=block_v, num_warps=num_warps)
     scratch_columns = _STATE_SLOTS.value + num_chunks * ((1 << digit) + 2)
     return _Launches(shape, (*digits, write), chunk, num_chunks, scratch_columns)
+
+
+def _finish_lanes(chunks: int) -> int:
+    """Lanes per chunk of the tile in which top-k's keeping launch finds tau from the kept values:
+    :data:`_FINISH_TILE` over the chunks (both powers of two; 0: never)."""
+    return _FINISH_TILE // chunks
 
 
 def _compact_level(in_place: bool, digit: int, blocks_per_chunk: int) -> int:
