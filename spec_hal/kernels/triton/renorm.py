@@ -24,7 +24,10 @@ row's ``out`` lanes (which the last pass overwrites; not where ``out`` is ``prob
 above them: later passes read those values alone, a small part of a row. Top-p's pass that narrows
 the bracket further stores them. Top-k's first 8-bit digit is the exponent, and a launch of its own
 stores them: compares and stores, without the histogram that the next digit's tally would cost over
-the whole row (its digit launches then tally the stored values only).
+the whole row (its digit launches then tally the stored values only). Where every chunk of a row
+stored few values (:data:`_FINISH_TILE` for the whole row), the last program of that launch to
+arrive tallies the remaining digits over them in its registers and stores tau: the digit launches
+after it skip the row, each costing its launch and a read of the row's done mark.
 
 A last pass writes ``out = p / sum(kept)`` where ``p >= tau``, 0 elsewhere (``out`` may be ``probs``:
 every lane is read before it is written, by the thread that writes it). Rows that keep everything
@@ -685,19 +688,26 @@ def _finish_keeping(
             count_above = _load_state(state, _COUNT_ABOVE).to(tl.int64)
             kept_mass = tl.zeros((), tl.float32)
             for level in tl.static_range(LEVEL, (_KEY_BITS + DIGIT - 1) // DIGIT):
-                HIGH: tl.constexpr = _KEY_BITS - level * DIGIT
-                SHIFT: tl.constexpr = (HIGH - DIGIT) * (HIGH > DIGIT)
-                NUM_DIGITS: tl.constexpr = tl.constexpr(1) << (HIGH - SHIFT)
-                key_head = keys >> HIGH
-                head = prefix >> HIGH
-                counts = tl.histogram((keys >> SHIFT) & (NUM_DIGITS - 1), NUM_DIGITS, mask=key_head == head)
-                mass_above = above + tl.sum(tl.where(key_head > head, values, 0.0), 0)
-                prefix, count_above, kept_mass = _top_k_select(
-                    counts, mass_above, prefix, count_above, k, HIGH, SHIFT
+                prefix, count_above, kept_mass = _top_k_tile_digit(
+                    keys, values, above, prefix, count_above, k, level, DIGIT
                 )
             tl.store(state + _TAU_KEY, prefix)
             _store_state_float(state, _KEPT_MASS, kept_mass)
             tl.store(state + _DONE, 1)
+
+
+@triton.jit
+def _top_k_tile_digit(keys, values, above, prefix, count_above, k, LEVEL: tl.constexpr, DIGIT: tl.constexpr):
+    """Digit ``LEVEL`` of tau over a register tile of the row's kept values (``above``: the row's
+    mass above them): :func:`_top_k_select`'s results, as a digit launch's finisher gets them."""
+    HIGH: tl.constexpr = _KEY_BITS - LEVEL * DIGIT
+    SHIFT: tl.constexpr = (HIGH - DIGIT) * (HIGH > DIGIT)
+    NUM_DIGITS: tl.constexpr = tl.constexpr(1) << (HIGH - SHIFT)
+    key_head = keys >> HIGH
+    head = prefix >> HIGH
+    counts = tl.histogram((keys >> SHIFT) & (NUM_DIGITS - 1), NUM_DIGITS, mask=key_head == head)
+    mass_above = above + tl.sum(tl.where(key_head > head, values, 0.0), 0)
+    return _top_k_select(counts, mass_above, prefix, count_above, k, HIGH, SHIFT)
 
 
 @kernel
