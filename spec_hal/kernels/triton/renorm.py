@@ -24,10 +24,7 @@ row's ``out`` lanes (which the last pass overwrites; not where ``out`` is ``prob
 above them: later passes read those values alone, a small part of a row. Top-p's pass that narrows
 the bracket further stores them. Top-k's first 8-bit digit is the exponent, and a launch of its own
 stores them: compares and stores, without the histogram that the next digit's tally would cost over
-the whole row (its digit launches then tally the stored values only). Where every chunk of a row
-stored few values (:data:`_FINISH_TILE` for the whole row), the last program of that launch to
-arrive tallies the remaining digits over them in its registers and stores tau: the digit launches
-after it skip the row, each costing its launch and a read of the row's done mark.
+the whole row (its digit launches then tally the stored values only).
 
 A last pass writes ``out = p / sum(kept)`` where ``p >= tau``, 0 elsewhere (``out`` may be ``probs``:
 every lane is read before it is written, by the thread that writes it). Rows that keep everything
@@ -582,8 +579,8 @@ def _renorm_digit_kernel(
             if arrived == (STEP + 1) * num_chunks - 1:
                 if KEEPS:
                     _finish_keeping(
-                        state, out_ptr + row * out_stride_b, out_stride_v, chunk, num_chunks, param, prefix, LEVEL,
-                        DIGIT, SLOTS, CHUNKS, FINISH_LANES,
+                        state, out_ptr + row * out_stride_b, out_stride_v, chunk, num_chunks, param, prefix, HIGH,
+                        SLOTS, CHUNKS, FINISH_LANES,
                     )  # fmt: skip
                 else:
                     _finish_digit(
@@ -650,64 +647,50 @@ def _finish_digit(
 
 @triton.jit
 def _finish_keeping(
-    state, out_row, out_stride_v, chunk, num_chunks, k, prefix, LEVEL: tl.constexpr, DIGIT: tl.constexpr,
-    SLOTS: tl.constexpr, CHUNKS: tl.constexpr, FINISH_LANES: tl.constexpr,
+    state, out_row, out_stride_v, chunk, num_chunks, k, prefix, HIGH: tl.constexpr, SLOTS: tl.constexpr,
+    CHUNKS: tl.constexpr, FINISH_LANES: tl.constexpr,
 ):  # fmt: skip
-    """After top-k's keeping launch at digit ``LEVEL``: the row's mass above its kept values (the
-    chunks' extras, in chunk order) stored. Where no chunk kept more than ``FINISH_LANES`` values,
-    tau is found here: the kept values are read into one tile of ``CHUNKS * FINISH_LANES`` lanes,
-    whose digits from ``LEVEL`` on are tallied over the registers one after another, as the digit
-    launches would tally them over the chunks. Tau, the kept mass and the row's done mark are
+    """After top-k's keeping launch: the row's mass above its kept values (the chunks' extras, in
+    chunk order) stored. Where no chunk kept more than ``FINISH_LANES`` values, tau is found here:
+    the kept values (the bracket's, keys ``[low, low + 2**HIGH)``) are read into a
+    ``[CHUNKS, FINISH_LANES]`` tile and the bracket's keys bisected over it, as a resident row's are
+    (the count above the bracket added: the condition holds at ``low`` and not at the bracket's end,
+    so after ``HIGH`` steps ``low`` is tau's key). Tau, the kept mass and the row's done mark are
     stored: the digit launches after this one skip the row."""
     chunk_slots = tl.arange(0, CHUNKS)
+    in_row = chunk_slots < num_chunks
     firsts = state + _STATE_SLOTS + chunk_slots * SLOTS
-    extras = tl.load(firsts + SLOTS - 2, mask=chunk_slots < num_chunks, other=0, cache_modifier=".cg")
+    extras = tl.load(firsts + SLOTS - 2, mask=in_row, other=0, cache_modifier=".cg")
     above = tl.sum(extras.to(tl.float32, bitcast=True), 0)
     _store_state_float(state, _KEPT_ABOVE, above)
     if FINISH_LANES > 0:
-        kept = tl.load(firsts + SLOTS - 1, mask=chunk_slots < num_chunks, other=0, cache_modifier=".cg")
+        kept = tl.load(firsts + SLOTS - 1, mask=in_row, other=0, cache_modifier=".cg")
         if tl.max(kept, 0) <= FINISH_LANES:
-            lanes = tl.arange(0, CHUNKS * FINISH_LANES)
-            lane_chunk = lanes // FINISH_LANES
-            within = lanes % FINISH_LANES
-            in_row = lane_chunk < num_chunks
-            chunk_kept = tl.load(
-                state + _STATE_SLOTS + lane_chunk * SLOTS + SLOTS - 1,
-                mask=in_row,
-                other=0,
-                cache_modifier=".cg",
-            )
-            # Lanes past a chunk's kept values hold -1.0: a negative key, in no bracket and above none.
+            lanes = tl.arange(0, FINISH_LANES)
+            offsets = chunk_slots.to(tl.int64)[:, None] * chunk + lanes[None, :]
+            # -1.0 past each chunk's kept values: below every key tried, never counted or added.
             values = tl.load(
-                out_row + (lane_chunk.to(tl.int64) * chunk + within) * out_stride_v,
-                mask=in_row & (within < chunk_kept),
+                out_row + offsets * out_stride_v,
+                mask=lanes[None, :] < kept[:, None],
                 other=-1.0,
                 cache_modifier=".cg",
             )
-            keys = tl.where(values == 0.0, 0, values.to(tl.int32, bitcast=True))
             count_above = _load_state(state, _COUNT_ABOVE).to(tl.int64)
-            kept_mass = tl.zeros((), tl.float32)
-            for level in tl.static_range(LEVEL, (_KEY_BITS + DIGIT - 1) // DIGIT):
-                prefix, count_above, kept_mass = _top_k_tile_digit(
-                    keys, values, above, prefix, count_above, k, level, DIGIT
-                )
-            tl.store(state + _TAU_KEY, prefix)
+            low = (prefix >> HIGH << HIGH).to(tl.int64)
+            high = low + (tl.constexpr(1) << HIGH)
+            for _ in range(HIGH):
+                middle = low + (high - low) // 2
+                at_or_above = values >= middle.to(tl.int32).to(tl.float32, bitcast=True)
+                counted = tl.sum(tl.sum(at_or_above.to(tl.int32), 1), 0)
+                holds = count_above + counted >= k
+                low = tl.where(holds, middle, low)
+                high = tl.where(holds, high, middle)
+            tau_key = low.to(tl.int32)
+            tau = tau_key.to(tl.float32, bitcast=True)
+            kept_mass = above + tl.sum(tl.sum(tl.where(values >= tau, values, 0.0), 1), 0)
+            tl.store(state + _TAU_KEY, tau_key)
             _store_state_float(state, _KEPT_MASS, kept_mass)
             tl.store(state + _DONE, 1)
-
-
-@triton.jit
-def _top_k_tile_digit(keys, values, above, prefix, count_above, k, LEVEL: tl.constexpr, DIGIT: tl.constexpr):
-    """Digit ``LEVEL`` of tau over a register tile of the row's kept values (``above``: the row's
-    mass above them): :func:`_top_k_select`'s results, as a digit launch's finisher gets them."""
-    HIGH: tl.constexpr = _KEY_BITS - LEVEL * DIGIT
-    SHIFT: tl.constexpr = (HIGH - DIGIT) * (HIGH > DIGIT)
-    NUM_DIGITS: tl.constexpr = tl.constexpr(1) << (HIGH - SHIFT)
-    key_head = keys >> HIGH
-    head = prefix >> HIGH
-    counts = tl.histogram((keys >> SHIFT) & (NUM_DIGITS - 1), NUM_DIGITS, mask=key_head == head)
-    mass_above = above + tl.sum(tl.where(key_head > head, values, 0.0), 0)
-    return _top_k_select(counts, mass_above, prefix, count_above, k, HIGH, SHIFT)
 
 
 @kernel
