@@ -24,7 +24,10 @@ row's ``out`` lanes (which the last pass overwrites; not where ``out`` is ``prob
 above them: later passes read those values alone, a small part of a row. Top-p's pass that narrows
 the bracket further stores them. Top-k's first 8-bit digit is the exponent, and a launch of its own
 stores them: compares and stores, without the histogram that the next digit's tally would cost over
-the whole row (its digit launches then tally the stored values only).
+the whole row (its digit launches then tally the stored values only). Where every chunk of a row
+stored few values (:data:`_FINISH_TILE` for the whole row), the last program of that launch to
+arrive finds tau from them in its registers, by a bisection of the bracket's keys: the digit
+launches after it skip the row, each costing its launch and a read of the row's done mark.
 
 A last pass writes ``out = p / sum(kept)`` where ``p >= tau``, 0 elsewhere (``out`` may be ``probs``:
 every lane is read before it is written, by the thread that writes it). Rows that keep everything
