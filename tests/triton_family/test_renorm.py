@@ -222,7 +222,8 @@ TOP_P_ROWS_KEEPING_NOTHING = ("ties", "one_hot")
 )
 def test_split_rows_keep_their_bracket_in_out_unless_out_is_probs(op, rows, config, kept):
     """Split rows in chunks of several blocks: once the key's exponent is found, the search stores
-    its bracket's values in ``out`` and reads those from then on; in place (``out`` is ``probs``) it
+    its bracket's values in ``out`` and reads those from then on (top-k finds tau from them in the
+    launch that stores them, where they are few: see the finisher's test below); in place (``out`` is ``probs``) it
     reads the row every pass, and so do chunks of few blocks and one program walking a row. Every
     way agrees with the reference, and the in-place call leaves nothing of the bracket behind."""
     kwargs = B[op](torch.device("cpu"), bs=5, vocab=600, rows=rows, seed=7)
@@ -257,32 +258,64 @@ def test_split_rows_keep_their_bracket_in_out_unless_out_is_probs(op, rows, conf
         torch.testing.assert_close(got, expected, rtol=1e-6, atol=0)
 
 
-@pytest.mark.parametrize("finish_tile", [0, 64], ids=["digits_after_keeping", "mixed"])
+def _rows_for_the_keeping_finisher() -> tuple[torch.Tensor, torch.Tensor]:
+    """Rows of 600 (two chunks of 320 in ``LONG_CHUNKS``) and their k, for the keeping launch:
+
+    0. three heavy values above a bracket of twelve middle values (ties at tau: 1.25 * 2**-10
+       three times) over a tail of tiny ones and -0.0s: k = 6 puts tau in the middle bracket, with
+       a count and a mass above it;
+    1. five non-zero values and k = 10: tau is 0.0, the bracket is the zeros (-0.0 among them),
+       which hold nearly the whole row;
+    2. a row that keeps everything (k = 0);
+    3. one repeated value (every value is kept at tau).
+    """
+    gen = torch.Generator().manual_seed(11)
+    rows = torch.zeros(4, 600)
+    places = torch.randperm(600, generator=gen)
+    rows[0] = 2.0**-20
+    rows[0, places[:20]] = -0.0
+    rows[0, places[20:23]] = torch.tensor([0.5, 0.25, 0.25])
+    middle = torch.tensor([1.0, 1.0, 1.25, 1.25, 1.25, 1.5, 1.75, 1.875, 1.125, 1.0, 1.5, 1.0])
+    rows[0, places[23:35]] = middle * 2.0**-10
+    rows[1, places[:5]] = torch.tensor([0.5, 0.25, 0.125, 0.125, 2.0**-9])
+    rows[1, places[5:40]] = -0.0
+    rows[2] = torch.rand(600, generator=gen)
+    rows[3] = 2.0**-8
+    return rows, torch.tensor([6, 10, 0, 300])
+
+
+#: Rows of :func:`_rows_for_the_keeping_finisher` that the keeping launch finishes, per finishing
+#: tile: 64 (32 lanes a chunk) holds the middle bracket of row 0 alone; the default holds every
+#: bracket of these rows; none finishes without a tile. Row 2 keeps everything and never reaches
+#: the keeping launch.
+FINISHED_ROWS = {64: [1, 0, 0, 0], 0: [0, 0, 0, 0], None: [1, 1, 0, 1]}
+
+
+@pytest.mark.parametrize("finish_tile", FINISHED_ROWS, ids=["tile_64", "no_tile", "default_tile"])
 def test_top_k_finds_tau_from_few_kept_values_and_digits_the_rest(finish_tile, monkeypatch):
     """Top-k's keeping launch finds tau from the kept values where every chunk of the row kept at
-    most its share of the finishing tile, and the later digit launches skip those rows. With a tile
-    of 64 (32 lanes a chunk here), rows of a few heavy values finish there while rows of one repeated
-    value and rows of ties (hundreds kept per chunk) go through the digits, in the same launches;
-    with none, every row does. Both agree with the reference."""
-    monkeypatch.setattr(renorm_kernels, "_FINISH_TILE", finish_tile)
+    most its share of the finishing tile, marks the row done, and the later digit launches skip it;
+    other rows go through the digits, in the same launches. Which rows finish there is read from
+    the scratch's done marks; every way agrees with the reference."""
+    if finish_tile is not None:
+        monkeypatch.setattr(renorm_kernels, "_FINISH_TILE", finish_tile)
+    probs, parameter = _rows_for_the_keeping_finisher()
+    scratches = []
+    zeros = torch.zeros
+
+    def recording_zeros(*args, **kwargs):
+        made = zeros(*args, **kwargs)
+        scratches.append(made)
+        return made
+
+    monkeypatch.setattr(torch, "zeros", recording_zeros)
     renorm_kernels._launches.cache_clear()
     try:
-        probs = torch.cat(
-            [
-                B[K](torch.device("cpu"), bs=2, vocab=600, rows=rows, seed=3)["probs"]
-                for rows in ("peaked", "equal", "ties")
-            ]
-        )
-        parameter = torch.tensor([1, 5, 2, 300, 7, 450], dtype=torch.int64)
-        lanes = [
-            launch.options["FINISH_LANES"]
-            for launch in renorm_kernels._launches(LONG_CHUNKS, 6, 600, False, True, False).launches
-            if launch.options.get("KEEPS")
-        ]
-        assert lanes == [finish_tile // 2]
         assert_providers_agree(K, provider(K, LONG_CHUNKS), [probs, parameter, 0, torch.empty_like(probs)])
     finally:
         renorm_kernels._launches.cache_clear()
+    (scratch,) = [made for made in scratches if made.dtype == torch.int32 and made.shape[0] == 4]
+    assert scratch[:, renorm_kernels._DONE.value].tolist() == FINISHED_ROWS[finish_tile]
 
 
 @pytest.mark.parametrize("config", SHAPES.values(), ids=SHAPES.keys())

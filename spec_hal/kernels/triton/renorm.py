@@ -745,7 +745,8 @@ class _Launches(NamedTuple):
     """The launches of one renorm layout (:func:`_launches`)."""
 
     shape: str
-    #: In order: split rows launch once per digit, then once to write.
+    #: In order: split rows launch once per digit (top-k once more, to keep its bracket's values, where
+    #: its chunks keep them), then once to write.
     launches: tuple[Launch, ...]
     #: Lanes of a row per program.
     chunk: int
