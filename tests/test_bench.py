@@ -299,6 +299,21 @@ def test_header_says_unknown_for_a_run_outside_a_git_checkout():
     assert "commit unknown," in out.getvalue() and "commit None" not in out.getvalue()
 
 
+def test_the_dispatch_line_gives_the_median_over_the_triton_rows_then_the_single_op_split():
+    from spec_hal.bench.report import dispatch_line
+
+    triton = [
+        _timed("fast_topk", "triton", f"bs={b}", 10.0) | {"host_dispatch_us": d}
+        for b, d in ((1, 0.4), (8, 9.0), (64, 0.6))
+    ]
+    line = dispatch_line(_data([_timed("fast_topk", "portable", "bs=1", 10.0), *triton]), "us")
+    assert line.startswith(
+        "dispatch overhead: median 0.60 us over 3 Triton rows (target < 1); fast_topk alone:"
+    )
+    assert line.endswith("public call 3.00 us = validation 1.00 + dispatch 0.50 + provider 1.50")
+    assert "median" not in dispatch_line(_data([_timed("fast_topk", "portable", "bs=1", 10.0)]), "us")
+
+
 def test_a_noisy_run_is_flagged():
     import io
 

@@ -30,7 +30,7 @@ from ..reporting import git_commit, versions
 from ..testing import use_provider
 from . import host
 from .naive import NAIVE_LOOPS
-from .report import COLUMNS
+from .report import COLUMNS, dispatch_line
 
 #: Version of the layout of :func:`run`'s result (the JSON of ``spec-hal bench --json``): raised when
 #: a key changes meaning or goes away.
@@ -556,12 +556,7 @@ def print_table(data: dict[str, Any], stream: Any = sys.stdout) -> None:
         )
     if data.get("copy_bandwidth_gbs"):
         print(f"device-to-device copy bandwidth: {data['copy_bandwidth_gbs']:.0f} GB/s", file=stream)
-    d = data["dispatch"]
-    print(
-        f"dispatch: public call {d['public_us']:.2f} us = validation {d['validation_us']:.2f} + dispatch overhead "
-        f"{d['dispatch_overhead_us']:.2f} + provider {d['direct_us']:.2f} (fast_topk)",
-        file=stream,
-    )
+    print(dispatch_line(data, "us"), file=stream)
     print_host_breakdown(data, stream)
     present = [c for c in COLUMNS if any(c in row for row in data["rows"])]
     widths = (
