@@ -29,7 +29,7 @@ from triton_family.test_vocab import SMALL_GRID, provider
 from spec_hal.conformance.cases import renorm as renorm_cases
 from spec_hal.conformance.runner import all_cases
 from spec_hal.kernels.triton import renorm as renorm_kernels
-from spec_hal.kernels.triton.config import INTERPRETER
+from spec_hal.kernels.triton.config import INTERPRETER, LaunchConfig
 
 OPS = ("top_k_renorm_prob", "top_p_renorm_prob")
 K, P = OPS
@@ -299,6 +299,22 @@ def test_top_k_finds_tau_from_few_kept_values_and_digits_the_rest(finish_tile, m
     the scratch's done marks; every way agrees with the reference."""
     if finish_tile is not None:
         monkeypatch.setattr(renorm_kernels, "_FINISH_TILE", finish_tile)
+    assert _rows_done_in_the_keeping_launch(LONG_CHUNKS, monkeypatch) == FINISHED_ROWS[finish_tile]
+
+
+@pytest.mark.parametrize(
+    ("finish_rows", "finished"), [(5, FINISHED_ROWS[None]), (4, [0, 0, 0, 0]), (0, [0, 0, 0, 0])]
+)
+def test_top_k_finishes_in_the_keeping_launch_below_row_finish_rows_only(finish_rows, finished, monkeypatch):
+    """From ``row_finish_rows`` rows on (the four rows here), the keeping launch finds no tau: every
+    row goes through the digit launches, with the same result."""
+    config = dataclasses.replace(LONG_CHUNKS, row_finish_rows=finish_rows)
+    assert _rows_done_in_the_keeping_launch(config, monkeypatch) == finished
+
+
+def _rows_done_in_the_keeping_launch(config: LaunchConfig, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Top-k over :func:`_rows_for_the_keeping_finisher` with ``config``, checked against the
+    reference; the done mark of each row in the scratch (1: tau found in the keeping launch)."""
     probs, parameter = _rows_for_the_keeping_finisher()
     scratches = []
     zeros = torch.zeros
@@ -311,11 +327,11 @@ def test_top_k_finds_tau_from_few_kept_values_and_digits_the_rest(finish_tile, m
     monkeypatch.setattr(torch, "zeros", recording_zeros)
     renorm_kernels._launches.cache_clear()
     try:
-        assert_providers_agree(K, provider(K, LONG_CHUNKS), [probs, parameter, 0, torch.empty_like(probs)])
+        assert_providers_agree(K, provider(K, config), [probs, parameter, 0, torch.empty_like(probs)])
     finally:
         renorm_kernels._launches.cache_clear()
     (scratch,) = [made for made in scratches if made.dtype == torch.int32 and made.shape[0] == 4]
-    assert scratch[:, renorm_kernels._DONE.value].tolist() == FINISHED_ROWS[finish_tile]
+    return scratch[:, renorm_kernels._DONE.value].tolist()
 
 
 @pytest.mark.parametrize("config", SHAPES.values(), ids=SHAPES.keys())

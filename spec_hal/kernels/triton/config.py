@@ -29,6 +29,10 @@ class LaunchConfig:
         row_resident_top_k_rows: the fewest rows for which top-k holds rows in registers (its
             bisection there takes one program per row; with fewer rows, splitting each row over
             many programs that count in memory is faster). Top-p holds them at any batch.
+        row_finish_rows: the batch from which top-k's split rows no longer find tau in the launch
+            that keeps their bracket's values (its last program of each row bisects the kept
+            values alone, which pays while few rows leave the device idle; with many rows those
+            bisections outlast the digit launches they spare). 0: never; the default: at any batch.
         max_grid: largest grid dimension the device accepts (programs loop beyond it).
     """
 
@@ -42,6 +46,7 @@ class LaunchConfig:
     row_programs: int = 256
     row_resident_lanes: int = 32768
     row_resident_top_k_rows: int = 32
+    row_finish_rows: int = 1 << 30
     max_grid: int = 65535
     _hash: int = field(init=False, repr=False, compare=False)
 

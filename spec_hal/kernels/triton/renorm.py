@@ -27,7 +27,8 @@ stores them: compares and stores, without the histogram that the next digit's ta
 the whole row (its digit launches then tally the stored values only). Where every chunk of a row
 stored few values (:data:`_FINISH_TILE` for the whole row), the last program of that launch to
 arrive finds tau from them in its registers, by a bisection of the bracket's keys: the digit
-launches after it skip the row, each costing its launch and a read of the row's done mark.
+launches after it skip the row, each costing its launch and a read of the row's done mark. Batches
+of ``config.row_finish_rows`` rows or more skip that finisher.
 
 A last pass writes ``out = p / sum(kept)`` where ``p >= tau``, 0 elsewhere (``out`` may be ``probs``:
 every lane is read before it is written, by the thread that writes it). Rows that keep everything
@@ -780,6 +781,7 @@ def _launches(
     num_chunks = cdiv(vocab, chunk)
     grid = (num_chunks, min(batch, config.max_grid))
     compact_level = _compact_level(in_place, digit, chunk // block_v)
+    finishes = batch < config.row_finish_rows
     # (level, whether the launch only keeps the bracket's values): top-k keeps them in a launch of
     # their own, before the compact level's digit.
     steps = [
@@ -798,7 +800,7 @@ def _launches(
             KEEPS=keeps,
             STEP=step,
             CHUNKS=next_power_of_2(num_chunks),
-            FINISH_LANES=_finish_lanes(next_power_of_2(num_chunks)) if keeps else 0,
+            FINISH_LANES=_finish_lanes(next_power_of_2(num_chunks)) if finishes and keeps else 0,
             BLOCK_V=block_v,
             BLOCK_R=max(block_v >> digit, 1),
             num_warps=num_warps,
