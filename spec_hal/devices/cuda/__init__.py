@@ -5,9 +5,16 @@ from ...registry import TRITON, Capabilities, DeviceDescriptor, Intent, register
 from .detection import probe
 
 #: Copies: 8 KiB tiles with 4 warps (the H200 sweep in docs/performance.md); the renormalisation
-#: splits rows below 1024 of them (the H200 sweep in docs/bench/sweep-renorm-h200-6cc870c.json).
+#: splits rows below 1024 of them (the H200 sweep in docs/bench/sweep-renorm-h200-6cc870c.json), and
+#: top-k's keeping launch finds tau below 1024 rows only (docs/bench/notes.md, on the finisher).
 TRITON_CONFIG = LaunchConfig(
-    "hopper", num_warps=4, block=1024, copy_num_warps=4, copy_block_bytes=8192, row_programs=1024
+    "hopper",
+    num_warps=4,
+    block=1024,
+    copy_num_warps=4,
+    copy_block_bytes=8192,
+    row_programs=1024,
+    row_finish_rows=1024,
 )
 
 DESCRIPTOR = DeviceDescriptor(
