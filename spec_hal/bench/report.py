@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import statistics
 import sys
 from typing import Any
 
@@ -142,19 +143,19 @@ def _launch_samples_note(data: dict[str, Any]) -> str:
     )
 
 
-def dispatch_line(data: dict[str, Any], unit: str) -> str:
+def dispatch_line(data: dict[str, Any], unit: str, op: str = "fast_topk") -> str:
     """The dispatch layer's cost (the lookup and call of the bound provider): its median over the
     Triton rows' host breakdowns where the run has them (a difference of two medians per row, less
-    noisy than one op's), then the single-op split of ``fast_topk``."""
+    noisy than one op's), then the single-op split of ``fast_topk`` (named ``op`` in the line)."""
     d = data["dispatch"]
-    layers = sorted(row["host_dispatch_us"] for row in data["rows"] if "host_dispatch_us" in row)
+    layers = [row["host_dispatch_us"] for row in data["rows"] if "host_dispatch_us" in row]
     median = (
-        f"median {layers[len(layers) // 2]:.2f} {unit} over {len(layers)} Triton rows (target < 1); "
+        f"median {statistics.median(layers):.2f} {unit} over {len(layers)} Triton rows (target < 1); "
         if layers
         else ""
     )
     return (
-        f"dispatch overhead: {median}fast_topk alone: public call {d['public_us']:.2f} {unit} = validation "
+        f"dispatch overhead: {median}{op} alone: public call {d['public_us']:.2f} {unit} = validation "
         f"{d['validation_us']:.2f} + dispatch {d['dispatch_overhead_us']:.2f} + provider {d['direct_us']:.2f}"
     )
 
@@ -182,7 +183,7 @@ def section(data: dict[str, Any], source: str) -> str:
         )
     if data.get("copy_bandwidth_gbs"):
         head.append(f"- Device-to-device copy bandwidth: {data['copy_bandwidth_gbs']:.0f} GB/s")
-    head.append("- " + dispatch_line(data, "µs").replace("fast_topk", "`spec_hal.ops.fast_topk`"))
+    head.append("- " + dispatch_line(data, "µs", "`spec_hal.ops.fast_topk`"))
     naive = [r for r in data["rows"] if r["provider"] == "naive-loop" and "bs=256" in r["size"]]
     for row in naive:
         ratio = 1 / row["speedup_vs_portable"] if row.get("speedup_vs_portable") else None
