@@ -395,3 +395,45 @@ def test_the_rendered_header_says_how_the_launch_reference_was_taken():
     assert f"the first, at the start, {samples[0]:.2f} µs" in text
     del data["launch_host_samples_us"]  # runs before the reference was timed again say nothing more
     assert "timings across the run" not in section(data, "run.json")
+
+
+def _host_row(op: str, over: float, launches: int, launcher: float) -> dict:
+    return {
+        "op": op,
+        "provider": "triton",
+        "size": "bs=64",
+        "host_over_launch_us": over,
+        "host_launches": launches,
+        "host_launcher_us": launcher,
+    }
+
+
+def test_the_host_target_allows_three_microseconds_per_launch_to_the_triton_rows_alone():
+    data = {
+        "launch_floor_us": 1.0,
+        "rows": [
+            _host_row("one_launch", 3.5, 1, 4.0),
+            _host_row("two_launches", 5.5, 2, 8.0),
+            _host_row("twelve_launches", 30.0, 12, 50.0),
+            {"op": "portable_op", "provider": "portable", "size": "bs=64", "host_over_launch_us": 99.0},
+        ],
+    }
+    missed = [line for line in missed_targets(data) if ", host:" in line]
+    assert missed == ["- one_launch, host: bs=64: +3.5 us (allowed +3)"]
+
+
+def test_the_host_floor_line_says_what_the_compiled_launcher_alone_leaves_of_the_allowance():
+    from spec_hal.bench.report import host_floor_line
+
+    rows = [
+        _host_row("one_launch", 3.5, 1, 4.0),
+        _host_row("two_launches", 5.5, 2, 9.0),
+        _host_row("twelve_launches", 48.0, 12, 54.0),
+    ]
+    line = host_floor_line({"launch_host_us": 10.0, "rows": rows}, "us")
+    assert line == (
+        "host allowance (+3 us per launch over the empty JIT launch): 1 of 3 Triton rows within; "
+        "the compiled launcher alone takes a median 4.50 us per planned launch; rows where it alone "
+        "exceeds the row's whole allowed host time: 1 (twelve_launches bs=64)"
+    )
+    assert host_floor_line({"launch_host_us": 10.0, "rows": [{"op": "portable_op"}]}, "us") is None

@@ -30,7 +30,7 @@ from ..reporting import git_commit, versions
 from ..testing import use_provider
 from . import host
 from .naive import NAIVE_LOOPS
-from .report import COLUMNS, dispatch_line
+from .report import COLUMNS, dispatch_line, host_floor_line
 
 #: Version of the layout of :func:`run`'s result (the JSON of ``spec-hal bench --json``): raised when
 #: a key changes meaning or goes away.
@@ -591,6 +591,9 @@ def print_host_breakdown(data: dict[str, Any], stream: Any = sys.stdout) -> None
             f"{ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]:+.1f} us, worst {ordered[-1]:+.1f} us",
             file=stream,
         )
+    floor = host_floor_line(data, "us")
+    if floor:
+        print(floor, file=stream)
     print("host breakdown (us): op size host over " + " ".join(HOST_LAYERS) + " launches", file=stream)
     for row in rows:
         layers = " ".join(f"{row.get(f'host_{layer}_us', float('nan')):.2f}" for layer in HOST_LAYERS)
