@@ -258,21 +258,6 @@ def test_split_rows_keep_their_bracket_in_out_unless_out_is_probs(op, rows, conf
         torch.testing.assert_close(got, expected, rtol=1e-6, atol=0)
 
 
-@pytest.mark.parametrize("in_place", [False, True], ids=["out", "in_place"])
-def test_top_p_runs_the_levels_after_keeping_in_that_launch(in_place):
-    """Where top-p's split rows keep their bracket's values, the pass that keeps them is the last
-    digit launch: its last program of each row runs the later levels over the kept values, and the
-    write follows (five launches, not twelve). In place nothing is kept: every level is a launch."""
-    launches = renorm_kernels._launches(LONG_CHUNKS, 5, 600, True, True, in_place).launches
-    *digits, write = launches
-    compact_level = digits[0].options["COMPACT_LEVEL"]
-    assert [d.options["LEVEL"] for d in digits] == list(range(compact_level + 1 if not in_place else 11))
-    assert [d.options["FINISHES_TOP_P"] for d in digits] == [
-        not in_place and d.options["LEVEL"] == compact_level for d in digits
-    ]
-    assert "DIGIT" not in write.options and (compact_level == -1) == in_place
-
-
 def _rows_for_the_keeping_finisher() -> tuple[torch.Tensor, torch.Tensor]:
     """Rows of 600 (two chunks of 320 in ``LONG_CHUNKS``) and their k, for the keeping launch:
 

@@ -28,9 +28,7 @@ the whole row (its digit launches then tally the stored values only). Where ever
 stored few values (:data:`_FINISH_TILE` for the whole row), the last program of that launch to
 arrive finds tau from them in its registers, by a bisection of the bracket's keys: the digit
 launches after it skip the row, each costing its launch and a read of the row's done mark. Batches
-of ``config.row_finish_rows`` rows or more skip that finisher. Top-p's pass that keeps the values
-is its last digit launch: the last program of each row to arrive runs the later levels over them
-(a walk of the kept values per level, where each level would cost a launch of every chunk).
+of ``config.row_finish_rows`` rows or more skip that finisher.
 
 A last pass writes ``out = p / sum(kept)`` where ``p >= tau``, 0 elsewhere (``out`` may be ``probs``:
 every lane is read before it is written, by the thread that writes it). Rows that keep everything
@@ -45,8 +43,7 @@ Three shapes of launch:
   bisection of the keys over its registers (31 steps, each a count or a mass of the values at or
   above a key), and writes the output from them;
 * longer rows, at any batch: each row is split into chunks (at least two), one program per
-  (chunk, row), one launch per digit (and top-k's that keeps the bracket; top-p's levels after the
-  one that keeps it run in that launch) and one that writes. A program tallies its chunk into the row's
+  (chunk, row), one launch per digit (and top-k's that keeps the bracket) and one that writes. A program tallies its chunk into the row's
   scratch; the last program of the row to arrive (an atomic count) adds the chunks' tallies in chunk
   order (the same sums every run) and stores the row's next digit, which the next launch reads. Rows
   are split even when there are enough of them to fill the device: the kept values that chunks of
@@ -123,16 +120,11 @@ def _load_row_block(row_ptr, stride_v, start, end, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _load_lanes(row_ptr, stride_v, offsets, end, THROUGH_L2: tl.constexpr = False):
+def _load_lanes(row_ptr, stride_v, offsets, end):
     """Lanes ``offsets`` (any shape) of a row, those before ``end``: (in range, values (0 outside),
-    keys). ``THROUGH_L2``: loads that skip L1, for values other programs of the same launch
-    stored."""
+    keys)."""
     inside = offsets < end
-    lanes = row_ptr + offsets.to(tl.int64) * stride_v
-    if THROUGH_L2:
-        values = tl.load(lanes, mask=inside, other=0.0, cache_modifier=".cg")
-    else:
-        values = tl.load(lanes, mask=inside, other=0.0)
+    values = tl.load(row_ptr + offsets.to(tl.int64) * stride_v, mask=inside, other=0.0)
     # -0.0 is a probability of 0: its bits would be the most negative key.
     return inside, values, tl.where(values == 0.0, 0, values.to(tl.int32, bitcast=True))
 
@@ -186,23 +178,19 @@ def _pivots(low, high, DIGIT: tl.constexpr):
 
 
 @triton.jit
-def _mass_pass(
-    row_ptr, stride_v, begin, end, pivots, BLOCK_R: tl.constexpr, UNROLL: tl.constexpr,
-    THROUGH_L2: tl.constexpr = False,
-):  # fmt: skip
+def _mass_pass(row_ptr, stride_v, begin, end, pivots, BLOCK_R: tl.constexpr, UNROLL: tl.constexpr):
     """Over lanes ``[begin, end)``, the mass of the values at or above each pivot key, compared as the
     floats the keys encode (the lanes past the range load 0.0, which adds nothing). Each step reads
     ``UNROLL`` blocks of ``BLOCK_R`` lanes, all loads issued before the first is used (the
     ``[BLOCK_R, pivots]`` sums keep the block small; one block per step would wait on memory once per
     block). A block is loaded as a ``[BLOCK_R, 1]`` column, in the layout of the sums: a 1-D block
-    would be converted to it (through shared memory) on every step. ``THROUGH_L2``: as
-    :func:`_load_lanes`'s."""
+    would be converted to it (through shared memory) on every step."""
     thresholds = pivots.to(tl.int32).to(tl.float32, bitcast=True)[None, :]
     lanes = tl.arange(0, BLOCK_R)[:, None]
     masses = tl.zeros([BLOCK_R, pivots.shape[0]], tl.float32)
     for start in range(begin, end, BLOCK_R * UNROLL):
         for part in tl.static_range(UNROLL):
-            _, values, _ = _load_lanes(row_ptr, stride_v, start + part * BLOCK_R + lanes, end, THROUGH_L2)
+            _, values, _ = _load_lanes(row_ptr, stride_v, start + part * BLOCK_R + lanes, end)
             masses += tl.where(values >= thresholds, values, 0.0)
     return tl.sum(masses, 0)
 
@@ -511,7 +499,7 @@ def _renorm_digit_kernel(
     scratch_ptr, scratch_stride, batch, vocab, chunk, num_chunks,
     TOP_P: tl.constexpr, PER_ROW: tl.constexpr, LEVEL: tl.constexpr, DIGIT: tl.constexpr,
     COMPACT_LEVEL: tl.constexpr, KEEPS: tl.constexpr, STEP: tl.constexpr, CHUNKS: tl.constexpr,
-    FINISH_LANES: tl.constexpr, FINISHES_TOP_P: tl.constexpr, BLOCK_V: tl.constexpr, BLOCK_R: tl.constexpr,
+    FINISH_LANES: tl.constexpr, BLOCK_V: tl.constexpr, BLOCK_R: tl.constexpr,
 ):  # fmt: skip
     """Digit ``LEVEL`` of each row's tau: program (c, q) tallies chunk c of rows q, q + grid, ...;
     the row's last program to arrive finishes the digit (``CHUNKS``: a power of two >= the chunks;
@@ -521,9 +509,7 @@ def _renorm_digit_kernel(
     level keeps them, top-k's are kept by a launch of their own (``KEEPS``: it tallies nothing, and
     the level's digit launch after it reads them). Where each chunk of a row kept at most
     ``FINISH_LANES`` values, that launch's finisher finds tau from them (0: never), and the top-k
-    digit launches after it skip the row. With ``FINISHES_TOP_P``, top-p's pass that keeps the
-    values is its last: the row's last program to arrive runs the later levels over the kept values
-    (no digit launch follows)."""
+    digit launches after it skip the row."""
     HIGH: tl.constexpr = _KEY_BITS - LEVEL * DIGIT
     SHIFT: tl.constexpr = (HIGH - DIGIT) * (HIGH > DIGIT)
     # Top-k tallies the bracket's next digit (the last one may be narrower); top-p, its pivots.
@@ -604,7 +590,6 @@ def _renorm_digit_kernel(
                     _finish_digit(
                         state, param, keep_all, prefix, high, num_chunks, TOP_P, LEVEL, DIGIT, STORES_KEPT,
                         READS_KEPT, HIGH, SHIFT, TALLIES, SLOTS, CHUNKS,
-                        out_ptr + row * out_stride_b, out_stride_v, chunk, FINISHES_TOP_P, BLOCK_R,
                     )  # fmt: skip
 
 
@@ -613,12 +598,9 @@ def _finish_digit(
     state, param, keep_all, prefix, high, num_chunks, TOP_P: tl.constexpr, LEVEL: tl.constexpr,
     DIGIT: tl.constexpr, STORES_KEPT: tl.constexpr, READS_KEPT: tl.constexpr, HIGH: tl.constexpr,
     SHIFT: tl.constexpr, TALLIES: tl.constexpr, SLOTS: tl.constexpr, CHUNKS: tl.constexpr,
-    out_row, out_stride_v, chunk, FINISHES_TOP_P: tl.constexpr, BLOCK_R: tl.constexpr,
 ):  # fmt: skip
     """The row's chunks' tallies added in chunk order, the row's next digit (top-p: bracket) stored
-    (and, after the last digit or for a row that keeps everything, tau's key and the kept mass).
-    With ``FINISHES_TOP_P`` (top-p's level that keeps the values), the later levels too
-    (:func:`_finish_top_p_from_kept`)."""
+    (and, after the last digit or for a row that keeps everything, tau's key and the kept mass)."""
     chunk_slots = tl.arange(0, CHUNKS)
     in_row = chunk_slots < num_chunks
     firsts = state + _STATE_SLOTS + chunk_slots * SLOTS
@@ -644,15 +626,9 @@ def _finish_digit(
             masses = tl.sum(cells.to(tl.float32, bitcast=True), 0) + above_kept
             if LEVEL == 0:  # the first pivot is key 0: its mass is the row's total
                 _store_state_float(state, _TARGET, param * _first(masses))
-            target = _load_state_float(state, _TARGET)
             low, high, kept_mass = _top_p_select(
-                masses, _pivots(prefix.to(tl.int64), high, DIGIT), high, target
+                masses, _pivots(prefix.to(tl.int64), high, DIGIT), high, _load_state_float(state, _TARGET)
             )
-            if FINISHES_TOP_P:  # the chunks' extras: the mass above the values they kept
-                low, kept_mass = _finish_top_p_from_kept(
-                    state, out_row, out_stride_v, chunk, num_chunks, low, high, extra, target, LEVEL, DIGIT, SLOTS,
-                    BLOCK_R,
-                )  # fmt: skip
             tl.store(state + _HIGH_LAST, (high - 1).to(tl.int32))
             prefix = low.to(tl.int32)
         else:
@@ -668,32 +644,9 @@ def _finish_digit(
             tl.store(state + _COUNT_ABOVE, count_above.to(tl.int32))
         tl.store(state + _PREFIX, prefix)
         tau_key = prefix
-    if keep_all | (SHIFT == 0) | FINISHES_TOP_P:
+    if keep_all | (SHIFT == 0):
         tl.store(state + _TAU_KEY, tau_key)
         _store_state_float(state, _KEPT_MASS, kept_mass)
-
-
-@triton.jit
-def _finish_top_p_from_kept(
-    state, out_row, out_stride_v, chunk, num_chunks, low, high, above, target, LEVEL: tl.constexpr,
-    DIGIT: tl.constexpr, SLOTS: tl.constexpr, BLOCK_R: tl.constexpr,
-):  # fmt: skip
-    """Top-p's levels after ``LEVEL`` (the one whose pass kept the bracket's values), in the row's
-    last program to arrive: each narrows the bracket ``[low, high)`` by the masses at its pivots of
-    the values the chunks kept (in their lanes of ``out``, stored by other programs of this launch:
-    read through L2), plus ``above``, the row's mass above them, as the digit launches would; after
-    the last one, ``low`` is tau's key. One program reads the kept values once per level, where
-    each level would cost a launch of every chunk's program. Returns (tau's key, the kept mass)."""
-    kept_mass = tl.zeros((), tl.float32)
-    for _ in tl.static_range(LEVEL + 1, (_KEY_BITS + DIGIT - 1) // DIGIT):
-        pivots = _pivots(low, high, DIGIT)
-        masses = tl.zeros([tl.constexpr(1) << DIGIT], tl.float32)
-        for c in range(num_chunks):
-            kept = tl.load(state + _STATE_SLOTS + c * SLOTS + SLOTS - 1, cache_modifier=".cg")
-            kept_row = out_row + (c * chunk).to(tl.int64) * out_stride_v
-            masses += _mass_pass(kept_row, out_stride_v, 0, kept, pivots, BLOCK_R, _UNROLL, True)
-        low, high, kept_mass = _top_p_select(masses + above, pivots, high, target)
-    return low, kept_mass
 
 
 @triton.jit
@@ -830,12 +783,10 @@ def _launches(
     compact_level = _compact_level(in_place, digit, chunk // block_v)
     finishes = batch < config.row_finish_rows
     # (level, whether the launch only keeps the bracket's values): top-k keeps them in a launch of
-    # their own, before the compact level's digit; top-p's pass of that level keeps them and its
-    # finisher runs the later levels.
-    levels = range(compact_level + 1 if top_p and compact_level >= 0 else cdiv(_KEY_BITS.value, digit))
+    # their own, before the compact level's digit.
     steps = [
         (level, keeps)
-        for level in levels
+        for level in range(cdiv(_KEY_BITS.value, digit))
         for keeps in ((True, False) if level == compact_level and not top_p else (False,))
     ]
     digits = tuple(
@@ -850,7 +801,6 @@ def _launches(
             STEP=step,
             CHUNKS=next_power_of_2(num_chunks),
             FINISH_LANES=_finish_lanes(next_power_of_2(num_chunks)) if finishes and keeps else 0,
-            FINISHES_TOP_P=top_p and level == compact_level,
             BLOCK_V=block_v,
             BLOCK_R=max(block_v >> digit, 1),
             num_warps=num_warps,
