@@ -415,11 +415,17 @@ def test_the_host_target_allows_three_microseconds_per_launch_to_the_triton_rows
             _host_row("one_launch", 3.5, 1, 4.0),
             _host_row("two_launches", 5.5, 2, 8.0),
             _host_row("twelve_launches", 30.0, 12, 50.0),
+            _host_row("at_the_allowance", 6.0, 2, 8.0),
             {"op": "portable_op", "provider": "portable", "size": "bs=64", "host_over_launch_us": 99.0},
+            # A run from before the breakdown: no launch count, so one launch's allowance.
+            {"op": "older_run", "provider": "triton", "size": "bs=64", "host_over_launch_us": 3.5},
         ],
     }
     missed = [line for line in missed_targets(data) if ", host:" in line]
-    assert missed == ["- one_launch, host: bs=64: +3.5 us (allowed +3)"]
+    assert missed == [
+        "- older_run, host: bs=64: +3.5 us (allowed +3)",
+        "- one_launch, host: bs=64: +3.5 us (allowed +3)",
+    ]
 
 
 def test_the_host_floor_line_says_what_the_compiled_launcher_alone_leaves_of_the_allowance():
@@ -436,4 +442,13 @@ def test_the_host_floor_line_says_what_the_compiled_launcher_alone_leaves_of_the
         "the compiled launcher alone takes a median 4.50 us per planned launch; rows where it alone "
         "exceeds the row's whole allowed host time: 1 (twelve_launches bs=64)"
     )
-    assert host_floor_line({"launch_host_us": 10.0, "rows": [{"op": "portable_op"}]}, "us") is None
+    assert host_floor_line({"rows": rows}, "us") is None  # no launch reference in the run
+    older = {"op": "older_run", "provider": "triton", "size": "bs=1", "host_over_launch_us": 1.0}
+    assert host_floor_line({"launch_host_us": 10.0, "rows": [older]}, "us") is None  # no breakdown
+    # An older row counts against its allowance, the launcher's figures come from the others.
+    with_older = host_floor_line({"launch_host_us": 10.0, "rows": [*rows, older]}, "us")
+    assert (
+        with_older is not None
+        and "2 of 4 Triton rows within" in with_older
+        and "median 4.50 us" in with_older
+    )

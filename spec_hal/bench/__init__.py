@@ -475,7 +475,7 @@ def _row(
     }
     if "host" in measured:
         row["host_us"] = round(measured["host"].median_us, 2)
-        if data.get("launch_host_us"):  # target: no more than an empty Triton launch + 3 us
+        if data.get("launch_host_us"):  # target: an empty Triton launch + 3 us per launch of the row
             row["host_over_launch_us"] = round(row["host_us"] - data["launch_host_us"], 1)
     for layer, value in measured.get("host_breakdown", {}).items():
         row[f"host_{layer}"] = value if layer == "launches" else round(value, 2)
