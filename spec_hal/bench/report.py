@@ -221,9 +221,9 @@ def host_allowance_us(row: dict[str, Any]) -> float:
     return HOST_TARGET_OVER_LAUNCH_US * max(1, row.get("host_launches") or 1)
 
 
-def _host_target_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
-    """The rows the host target applies to: the Triton rows timed against the run's empty launch."""
-    return [row for row in data["rows"] if row.get("provider") == "triton" and "host_over_launch_us" in row]
+def _has_host_target(row: dict[str, Any]) -> bool:
+    """Whether the host target applies to ``row``: a Triton row timed against the run's empty launch."""
+    return row.get("provider") == "triton" and "host_over_launch_us" in row
 
 
 def host_floor_line(data: dict[str, Any], unit: str) -> str | None:
@@ -232,7 +232,7 @@ def host_floor_line(data: dict[str, Any], unit: str) -> str | None:
     median cost per planned launch, against the 3 µs each further launch is allowed, and the rows
     where it alone takes more than the row's whole host time is allowed. None without a breakdown."""
     launch = data.get("launch_host_us")
-    rows = _host_target_rows(data)
+    rows = [row for row in data["rows"] if _has_host_target(row)]
     broken_down = [row for row in rows if row.get("host_launches") and "host_launcher_us" in row]
     if launch is None or not broken_down:
         return None
@@ -257,7 +257,6 @@ def missed_targets(data: dict[str, Any]) -> list[str]:
     if not data.get("launch_floor_us"):
         return []
     lines: dict[tuple[str, str], list[str]] = {}
-    host_target_rows = {id(row) for row in _host_target_rows(data)}
     for row in data["rows"]:
         unbound_portable = row["provider"] == "portable" and row.get("intended", "portable") != "portable"
         if unbound_portable or row["provider"] == "naive-loop":
@@ -271,7 +270,7 @@ def missed_targets(data: dict[str, Any]) -> list[str]:
         bandwidth_bound = row.get("class") == "bandwidth" and row.get("bytes", 0) >= BANDWIDTH_BOUND_BYTES
         if bandwidth_bound and row.get("pct_copy_bw") is not None and row["pct_copy_bw"] < target:
             lines.setdefault((op, f"bandwidth >= {target:.0f}%"), []).append(f"{size}: {row['pct_copy_bw']}%")
-        if id(row) in host_target_rows and row["host_over_launch_us"] > host_allowance_us(row):
+        if _has_host_target(row) and row["host_over_launch_us"] > host_allowance_us(row):
             lines.setdefault((op, "host"), []).append(
                 f"{size}: +{row['host_over_launch_us']} us (allowed +{host_allowance_us(row):g})"
             )
