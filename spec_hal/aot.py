@@ -195,6 +195,14 @@ COVERAGE_SIZES: dict[str, list[dict[str, Any]]] = {
 }
 
 
+#: How :func:`capture` makes a builder's inputs, cheapest first: (device, whether factories without a
+#: device build on it). Meta tensors hold no data (nothing is allocated). The builders draw their
+#: data on the CPU and move it, which for meta makes data nobody reads, so factories first default to
+#: meta; a builder that reads the values it draws fails there and draws them on the CPU; a builder or
+#: contract that reads device values fails on meta, and CPU tensors are used.
+_BUILDS = (("meta", True), ("meta", False), ("cpu", False))
+
+
 def family_kernels() -> dict[str, Any]:
     """Every kernel the family's launcher modules define, by name (its ``@triton.jit`` function)."""
     from .kernels.triton.family import LAUNCHERS
@@ -232,12 +240,11 @@ def capture(configs: Mapping[str, Any], which: str = "full", ops: Sequence[str] 
                 continue
             for sizes in [*sizes_for(name, builder, which), *COVERAGE_SIZES.get(name, [])]:
                 error = None
-                # meta tensors hold no data (nothing is allocated); a builder or contract that reads
-                # device values fails on them, and CPU tensors are used.
-                for device in (torch.device("meta"), torch.device("cpu")):
+                for device, no_data in _BUILDS:
                     launches: dict[str, list[Launch]] = {}
                     try:
-                        kwargs = builder(device, **sizes)
+                        with torch.device(device) if no_data else contextlib.nullcontext():
+                            kwargs = builder(torch.device(device), **sizes)
                         for vendor, config in configs.items():
                             current.config = config
                             sink.clear()

@@ -4,6 +4,10 @@ that keep a run from testing something other than asked (an absent device, missi
 from __future__ import annotations
 
 import functools
+import json
+import os
+import subprocess
+import sys
 
 import torch
 
@@ -84,3 +88,31 @@ def test_intended_providers_that_are_not_registered_are_listed():
         lines = runner.unavailable_providers(descriptor)
         assert runner.unavailable_providers(descriptor, frozenset({"fast_sample"})) == []
     assert len(lines) == 1 and "'absent_kernel'" in lines[0] and "fast_topk" in lines[0]
+
+
+def test_the_pytest_form_under_xdist_reports_every_check_once_and_can_leave_out_compile(tmp_path):
+    """``pytest --pyargs spec_hal.conformance -n 2``: the workers hand their results to the
+    controller, whose report holds each planned check once (each worker alone would hold a part);
+    ``--spec-hal-no-compile`` leaves the torch.compile checks out."""
+    report = tmp_path / "report.json"
+    selected = "fast_topk and (edge or compile)"
+    command = [
+        sys.executable, "-m", "pytest", "--pyargs", "spec_hal.conformance", "--spec-hal-device=cpu",
+        "--spec-hal-no-compile", "-n", "2", "-q", "-p", "no:cacheprovider", "-k", selected,
+        f"--spec-hal-report={report}",
+    ]  # fmt: skip
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("SPEC_HAL_")}
+    done = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, env=environment, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    reported = [
+        (r["op"], r["provider"], r["case_class"], r["case"])
+        for r in json.loads(report.read_text())["results"]
+    ]
+    with runner.device_context(registry.device("cpu")):
+        planned_all = [
+            check[:4] for check in planned(registry.device("cpu"), Selection(ops=frozenset({"fast_topk"})))
+        ]
+    compiled = [check for check in planned_all if check[2].startswith("compile")]
+    assert compiled  # the selection would have compile checks without the option
+    expected = [check for check in planned_all if check[2] == "edge"]
+    assert expected and sorted(reported) == sorted(expected)

@@ -2,7 +2,8 @@
 
 It parametrises ``spec_hal/conformance/test_suite.py`` with every check of the suite on the chosen
 devices (default: every usable device) and writes the machine-readable report if asked. It imports
-nothing heavy until a session actually collects the conformance tests.
+nothing heavy until a session actually collects the conformance tests. Under pytest-xdist (``-n``)
+each worker hands its results to the controller, which writes one report of them all.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import json
 import time
 from typing import Any
+
+import pytest
 
 
 def pytest_addoption(parser: Any) -> None:
@@ -30,6 +33,9 @@ def pytest_addoption(parser: Any) -> None:
         "--spec-hal-emulate",
         action="store_true",
         help="conformance: run the device's providers on CPU tensors (results are emulated)",
+    )
+    group.addoption(
+        "--spec-hal-no-compile", action="store_true", help="conformance: skip the torch.compile checks"
     )
 
 
@@ -62,7 +68,11 @@ def pytest_generate_tests(metafunc: Any) -> None:
 
     config = metafunc.config
     emulated = config.getoption("--spec-hal-emulate")
-    selection = Selection(small_only=config.getoption("--spec-hal-small"), emulated=emulated)
+    selection = Selection(
+        small_only=config.getoption("--spec-hal-small"),
+        emulated=emulated,
+        compile=not config.getoption("--spec-hal-no-compile"),
+    )
     checks, ids = [], []
     for descriptor in _devices(config):
         with device_context(descriptor, emulated):
@@ -80,17 +90,41 @@ def pytest_generate_tests(metafunc: Any) -> None:
     metafunc.parametrize("conformance_check", checks, ids=ids)
 
 
+def pytest_sessionstart(session: Any) -> None:
+    session.config._spec_hal_started = time.time()
+
+
 def _results(config: Any) -> list[Any]:
     if not hasattr(config, "_spec_hal_results"):
         config._spec_hal_results = []
-        config._spec_hal_started = time.time()
     return config._spec_hal_results
 
 
+#: The key of an xdist worker's results in what it hands the controller (``workeroutput``).
+_WORKER_RESULTS = "spec_hal_results"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """xdist, on the controller: a worker's results join the controller's (its report's)."""
+    from spec_hal.conformance.runner import Result
+
+    handed = getattr(node, "workeroutput", {}).get(_WORKER_RESULTS)
+    if handed is not None:
+        _results(node.config).extend(Result(**fields) for fields in handed)
+
+
 def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
-    path = session.config.getoption("--spec-hal-report", default=None)
-    results = getattr(session.config, "_spec_hal_results", None)
-    if not path or results is None:
+    config = session.config
+    results = getattr(config, "_spec_hal_results", None)
+    if results is None:
+        return
+    worker_output = getattr(config, "workeroutput", None)
+    if worker_output is not None:  # an xdist worker: the controller writes the report
+        worker_output[_WORKER_RESULTS] = [result.to_json() for result in results]
+        return
+    path = config.getoption("--spec-hal-report", default=None)
+    if not path:
         return
     from spec_hal import registry
     from spec_hal.conformance.runner import report
@@ -99,8 +133,8 @@ def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
     data = report(
         results,
         registry.device(devices[0]) if devices else registry.current_device(),
-        time.time() - session.config._spec_hal_started,
-        bool(session.config.getoption("--spec-hal-emulate")),
+        time.time() - config._spec_hal_started,
+        bool(config.getoption("--spec-hal-emulate")),
     )
     data["devices"] = devices
     with open(path, "w", encoding="utf-8") as handle:

@@ -37,14 +37,29 @@ def test_every_op_of_the_family_has_cases_and_an_oracle():
 # Cases against the oracle
 
 
+#: Cases of more values than this are checked by the loop oracle (pure Python) on some of their rows,
+#: the first and the last among them: a row's output depends on that row alone.
+ORACLE_VALUES = 2_000_000
+ORACLE_ROWS = 40
+
+
+def oracle_rows(batch: int, vocab: int) -> torch.Tensor:
+    if batch * vocab <= ORACLE_VALUES:
+        return torch.arange(batch)
+    return torch.linspace(0, batch - 1, ORACLE_ROWS).round().long().unique()
+
+
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_case_matches_oracle(case):
     kwargs = case.build(CPU)
     probs, parameter = kwargs["probs"].clone(), kwargs[PARAMETER[case.op]]
     in_place = kwargs.get("out") is kwargs["probs"]
     result = getattr(ops, case.op)(**kwargs)
-    expected = ORACLES[case.op](probs, parameter)
-    assert_close(result, expected, "result")
+    rows = oracle_rows(*probs.shape)
+    if isinstance(parameter, torch.Tensor):
+        parameter = parameter[rows]
+    expected = ORACLES[case.op](probs[rows], parameter)
+    assert_close(result[rows], expected, "result")
     if kwargs.get("out") is not None:
         assert result is kwargs["out"]
     if not in_place:
@@ -55,9 +70,10 @@ def test_case_matches_oracle(case):
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_case_runs_on_meta(case):
-    result = getattr(ops, case.op)(**case.build(META))
+    kwargs = case.build(META)
+    result = getattr(ops, case.op)(**kwargs)
     assert result.device == META and result.dtype == torch.float32
-    assert result.shape == case.build(CPU)["probs"].shape
+    assert result.shape == kwargs["probs"].shape
 
 
 @pytest.mark.parametrize("bad", BAD_CASES, ids=lambda b: f"{b.op}[{b.name}]")
