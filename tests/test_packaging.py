@@ -65,8 +65,9 @@ def test_building_a_wheel_leaves_the_source_tree_as_it_was(tmp_path):
         f"backend.prepare_metadata_for_build_wheel({str(tmp_path / 'meta')!r}); "
         f"print(backend.build_wheel({str(tmp_path / 'dist')!r}))"
     )
+    # -B: the interpreter's own bytecode of the in-tree backend is not the build's doing.
     built = subprocess.run(
-        [sys.executable, "-c", code], cwd=tree, capture_output=True, text=True, timeout=300
+        [sys.executable, "-B", "-c", code], cwd=tree, capture_output=True, text=True, timeout=300
     )
     assert built.returncode == 0, built.stderr[-3000:]
     assert (tmp_path / "dist" / built.stdout.strip().splitlines()[-1]).exists()

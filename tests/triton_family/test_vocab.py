@@ -136,6 +136,66 @@ def test_fast_topk_ties_go_to_the_lowest_index(k):
     assert torch.equal(out[0].signbit(), want_values.signbit())  # the stored value is the row's own
 
 
+#: Rows split into chunks of three tiles (192 lanes: the interpreter's tiles are 64) where there are
+#: fewer than 64 rows; rows of SPLIT_VOCAB end in a chunk of 5 lanes, fewer than the largest k below
+#: (its set then holds placeholders).
+SPLIT_ROWS = dataclasses.replace(INTERPRETER, row_programs=64, max_grid=2)
+SPLIT_VOCAB = 2 * 192 + 5
+
+
+def test_rows_are_split_where_few_rows_would_leave_the_device_idle():
+    plan = vocab_kernels._top_launches
+    split = plan(SPLIT_ROWS, 4, SPLIT_VOCAB, False, False, 16)
+    assert len(split.launches) == 2 and (split.chunk, split.num_chunks) == (192, 3)
+    assert split.launches[0].grid == (3, 2)  # (chunks, rows up to max_grid)
+    assert len(plan(SPLIT_ROWS, 64, SPLIT_VOCAB, False, False, 16).launches) == 1  # rows fill the device
+    assert len(plan(SPLIT_ROWS, 4, 4 * 64 - 1, False, False, 16).launches) == 1  # not two chunks of two tiles
+
+
+def _tied_rows(seed: int, rows: int, vocab: int, dtype: torch.dtype) -> torch.Tensor:
+    """Few distinct values (ties across chunks), an ascending row, signed zeros, NaN in each chunk."""
+    values = torch.randint(0, 6, (rows, vocab), generator=_gen(seed)).to(dtype)
+    values[1] = torch.arange(vocab).to(dtype)
+    values[2, ::2] = -0.0
+    values[2, 1::2] = 0.0
+    values[3, [5, 200, vocab - 1]] = float("nan")
+    return values
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("k", [1, 5, 16])
+def test_fast_topk_split_rows_agree_with_a_whole_row_sort(k, dtype):
+    values = _tied_rows(k, 4, SPLIT_VOCAB, dtype)
+    out = (torch.full((4, k), 5.0, dtype=dtype), torch.full((4, k), -7))
+    provider("fast_topk", SPLIT_ROWS)(values, k, 1, *out)
+    want_values, want_indices = _stable_topk(values, k)
+    assert torch.equal(out[1], want_indices)
+    torch.testing.assert_close(out[0], want_values, equal_nan=True)
+    assert torch.equal(out[0].signbit(), want_values.signbit())
+
+
+def test_fast_topk_split_rows_of_a_middle_dimension():
+    values = _tied_rows(3, 4, SPLIT_VOCAB, torch.float32).view(4, 1, SPLIT_VOCAB).expand(4, 2, -1)
+    values = values.transpose(1, 2).contiguous()  # [4, V, 2], along dim 1: 8 rows, inner 2
+    out = (torch.full((4, 4, 2), 5.0), torch.full((4, 4, 2), -7))
+    provider("fast_topk", SPLIT_ROWS)(values, 4, 1, *out)
+    want_values, want_indices = _stable_topk(values.transpose(1, 2), 4)
+    assert torch.equal(out[1], want_indices.transpose(1, 2))
+    torch.testing.assert_close(out[0], want_values.transpose(1, 2), equal_nan=True)
+
+
+@pytest.mark.parametrize("num_samples", [1, 8])
+def test_fast_sample_split_rows_draw_the_reference_ids_from_the_same_noise(num_samples):
+    gen = _gen(20 + num_samples)
+    probs = torch.softmax(torch.randn(3, SPLIT_VOCAB, generator=gen) * 2, dim=-1)
+    noise = torch.empty(3, SPLIT_VOCAB).exponential_(generator=gen)
+    noise[1, 300] = 0.0  # clamped to tiny: a huge score in the second chunk
+    outputs = [torch.full((3, num_samples), float("nan")), torch.full((3, num_samples), -7)]
+    assert_providers_agree(
+        "fast_sample", provider("fast_sample", SPLIT_ROWS), [probs, noise, num_samples, *outputs]
+    )
+
+
 def test_fast_topk_beyond_the_register_set_uses_torch():
     values = torch.randperm(300, generator=_gen(1)).float().view(2, 150)
     k = vocab_kernels._MAX_TOP + 1

@@ -1,8 +1,8 @@
 """Triton kernels of family D's passes over the vocabulary: ``fast_topk``, ``fast_sample``,
 ``renorm_draft_probs`` and ``sample_draft_proposal`` (the references: ``spec_hal/ops/sampling``).
 
-One program per row (programs take several rows beyond ``config.max_grid``), streaming the row in
-blocks of the vendor's bandwidth tile.
+One program per row (programs take several rows beyond ``config.max_grid``; ``fast_topk`` and
+``fast_sample`` split few rows, below), streaming the row in blocks of the vendor's bandwidth tile.
 
 * ``fast_topk`` / ``fast_sample``: the k largest *keys* of a row, where a key is an integer that
   orders like the float it comes from (NaN above +inf, -0 equal to +0) and ties go to the lowest
@@ -13,6 +13,11 @@ blocks of the vendor's bandwidth tile.
   replaces the set's worst entry while it beats it, a reduction each time, at most k per block and
   usually none once the set has settled; the set is then written in order (its ranks from a
   ``[k, k]`` comparison). Above ``_MAX_TOP`` (registers) the provider calls ``torch.topk``.
+  Where the rows are too few to fill the device (``config.row_programs`` programs), each row is
+  split into chunks of whole tiles: a program per (chunk, row) keeps its chunk's best set and stores
+  it, and a second launch folds each row's sets in chunk order (index order, as blocks come) by the
+  same steps, then writes them. The k best of a row are the k best of its chunks' best, so either
+  way gives the same ids.
 * ``renorm_draft_probs``: a pass of running maxima and rescaled sums of ``exp`` (online softmax,
   per block), then a pass writing ``exp(x - max) / sum``; ``x = logits / temperature`` is an IEEE
   division, like the reference's.
@@ -26,13 +31,14 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 import triton
 import triton.language as tl
 
 from .config import LaunchConfig
-from .launch import Kernel, Launch, kernel, next_power_of_2
+from .launch import Kernel, Launch, cdiv, kernel, next_power_of_2
 from .sizing import vocab_block, vocab_warps
 
 #: Largest k (``fast_topk``) and num_samples (``fast_sample``) of the kernel: its set of the k best
@@ -135,6 +141,70 @@ def _block_keys(
     return offsets, tl.where(inside, _ordered_key(x, WIDE), key_min)
 
 
+@triton.jit
+def _row_start(ptr, stride_outer, stride_inner, row, inner):
+    """The first element of row ``row`` of a tensor seen as ``[outer, inner, n]``."""
+    outer = row // inner
+    return ptr + outer * stride_outer + (row - outer * inner) * stride_inner
+
+
+@triton.jit
+def _best_of_range(
+    src_row, stride_n, noise_row, noise_stride, begin, end, k, RACE: tl.constexpr, WIDE: tl.constexpr,
+    TOP: tl.constexpr, BLOCK: tl.constexpr,
+):  # fmt: skip
+    """The k best entries of lanes ``[begin, end)`` of a row, as (keys, ids), ``[TOP]`` each: for
+    ``TOP == 1`` the best key and its lowest index; else the set in no order, slots past k (and
+    those a range of fewer than k lanes leaves) holding placeholders: distinct negative ids below
+    every key."""
+    key_min, key_max = _key_bounds(WIDE)
+    slots = tl.arange(0, TOP)
+    if TOP == 1:
+        best_key = tl.zeros([BLOCK], key_min.dtype) + key_min
+        best_index = tl.zeros([BLOCK], tl.int32) - 1
+        for start in range(begin, end, BLOCK):
+            offsets, keys = _block_keys(
+                src_row, stride_n, noise_row, noise_stride, start, end, key_min, RACE, WIDE, BLOCK
+            )
+            best_key, best_index = _lane_best(best_key, best_index, keys, offsets)
+        top_keys = tl.zeros([TOP], key_min.dtype) + tl.max(best_key, 0)
+        top_index = tl.zeros([TOP], tl.int32) + _first_best(best_key, best_index)
+    else:
+        valid = slots < k
+        top_keys = tl.zeros([TOP], key_min.dtype) + key_min
+        top_index = -1 - slots
+        worst_key, worst_index = _worst(top_keys, top_index, valid, key_max)
+        for start in range(begin, end, BLOCK):
+            offsets, keys = _block_keys(
+                src_row, stride_n, noise_row, noise_stride, start, end, key_min, RACE, WIDE, BLOCK
+            )
+            top_keys, top_index, worst_key, worst_index = _insert_block(
+                keys, offsets, top_keys, top_index, valid, worst_key, worst_index, key_min, key_max
+            )
+    return top_keys, top_index
+
+
+@triton.jit
+def _write_top(
+    src_row, stride_n, values_row, values_stride_k, index_row, index_stride_k, top_keys, top_index, k,
+    TOP: tl.constexpr,
+):  # fmt: skip
+    """A row's k best (:func:`_best_of_range`'s set) written in order: their values and ids."""
+    slots = tl.arange(0, TOP)
+    valid = slots < k
+    if TOP == 1:
+        rank = slots
+    else:
+        # rank of entry i: the entries before it (larger key, or equal key and lower index)
+        before = (top_keys[None, :] > top_keys[:, None]) | (
+            (top_keys[None, :] == top_keys[:, None]) & (top_index[None, :] < top_index[:, None])
+        )
+        rank = tl.sum((valid[None, :] & before).to(tl.int32), 1)
+    value = tl.load(src_row + top_index.to(tl.int64) * stride_n, mask=valid)
+    tl.store(values_row + rank * values_stride_k, value, mask=valid)
+    tl.store(index_row + rank * index_stride_k, top_index.to(tl.int64), mask=valid)
+
+
 @kernel
 @triton.jit
 def _top_kernel(
@@ -147,49 +217,94 @@ def _top_kernel(
 ):  # fmt: skip
     """Row r = (r // inner, r % inner) of ``src`` viewed as ``[outer, inner, n]``: its k best ids
     (``TOP`` = next power of two of k) and their values, in order, into ``[outer, inner, k]``."""
-    key_min, key_max = _key_bounds(WIDE)
-    slots = tl.arange(0, TOP)
-    valid = slots < k
     for program_row in range(tl.program_id(0), rows, tl.num_programs(0)):
         row = tl.zeros((), tl.int64) + program_row
-        outer = row // inner
-        within = row - outer * inner
-        src_row = src_ptr + outer * src_stride_o + within * src_stride_i
+        src_row = _row_start(src_ptr, src_stride_o, src_stride_i, row, inner)
         noise_row = noise_ptr
         if RACE:  # [B, V] noise rows: inner == 1
-            noise_row = noise_ptr + outer * noise_stride_o
+            noise_row = noise_ptr + row * noise_stride_o
+        top_keys, top_index = _best_of_range(
+            src_row, src_stride_n, noise_row, noise_stride_n, 0, n, k, RACE, WIDE, TOP, BLOCK
+        )
+        _write_top(
+            src_row, src_stride_n,
+            _row_start(values_ptr, values_stride_o, values_stride_i, row, inner), values_stride_k,
+            _row_start(index_ptr, index_stride_o, index_stride_i, row, inner), index_stride_k,
+            top_keys, top_index, k, TOP,
+        )  # fmt: skip
+
+
+@kernel
+@triton.jit
+def _top_chunk_kernel(
+    src_ptr, src_stride_o, src_stride_i, src_stride_n,
+    noise_ptr, noise_stride_o, noise_stride_n,
+    sets_ptr, sets_stride, rows, inner, n, k, chunk,
+    RACE: tl.constexpr, WIDE: tl.constexpr, TOP: tl.constexpr, BLOCK: tl.constexpr,
+):  # fmt: skip
+    """Program (c, q): the k best of chunk c (lanes ``[c * chunk, (c + 1) * chunk)``) of rows q,
+    q + grid, ..., stored in the row's sets: ``[2, chunks, TOP]`` int64, the keys then the ids."""
+    chunk_id = tl.program_id(0)
+    num_chunks = tl.num_programs(0)
+    begin = chunk_id * chunk
+    end = tl.minimum(begin + chunk, n)
+    slots = tl.arange(0, TOP)
+    for program_row in range(tl.program_id(1), rows, tl.num_programs(1)):
+        row = tl.zeros((), tl.int64) + program_row
+        src_row = _row_start(src_ptr, src_stride_o, src_stride_i, row, inner)
+        noise_row = noise_ptr
+        if RACE:
+            noise_row = noise_ptr + row * noise_stride_o
+        top_keys, top_index = _best_of_range(
+            src_row, src_stride_n, noise_row, noise_stride_n, begin, end, k, RACE, WIDE, TOP, BLOCK
+        )
+        sets_row = sets_ptr + row * sets_stride + chunk_id * TOP + slots
+        tl.store(sets_row, top_keys.to(tl.int64))
+        tl.store(sets_row + num_chunks * TOP, top_index.to(tl.int64))
+
+
+@kernel
+@triton.jit
+def _top_merge_kernel(
+    src_ptr, src_stride_o, src_stride_i, src_stride_n,
+    values_ptr, values_stride_o, values_stride_i, values_stride_k,
+    index_ptr, index_stride_o, index_stride_i, index_stride_k,
+    sets_ptr, sets_stride, rows, inner, num_chunks, k,
+    WIDE: tl.constexpr, TOP: tl.constexpr, CHUNKS: tl.constexpr,
+):  # fmt: skip
+    """Each row's k best from its chunks' sets (:func:`_top_chunk_kernel`; ``CHUNKS``: a power of
+    two >= the chunks), written as :func:`_top_kernel` writes them. Chunks come in index order, as
+    a row's blocks do, so the sets fold into one by the same steps that fold blocks."""
+    key_min, key_max = _key_bounds(WIDE)
+    slots = tl.arange(0, TOP)
+    for program_row in range(tl.program_id(0), rows, tl.num_programs(0)):
+        row = tl.zeros((), tl.int64) + program_row
+        sets_row = sets_ptr + row * sets_stride
         if TOP == 1:
-            best_key = tl.zeros([BLOCK], key_min.dtype) + key_min
-            best_index = tl.zeros([BLOCK], tl.int32) - 1
-            for start in range(0, n, BLOCK):
-                offsets, keys = _block_keys(
-                    src_row, src_stride_n, noise_row, noise_stride_n, start, n, key_min, RACE, WIDE, BLOCK
-                )
-                best_key, best_index = _lane_best(best_key, best_index, keys, offsets)
-            top_index = tl.zeros([TOP], tl.int32) + _first_best(best_key, best_index)
-            rank = slots
+            chunks = tl.arange(0, CHUNKS)
+            inside = chunks < num_chunks
+            keys = tl.load(sets_row + chunks, mask=inside, other=key_min).to(key_min.dtype)
+            ids = tl.load(sets_row + num_chunks + chunks, mask=inside, other=-1).to(tl.int32)
+            top_keys = tl.zeros([TOP], key_min.dtype) + tl.max(keys, 0)
+            top_index = tl.zeros([TOP], tl.int32) + _first_best(keys, ids)
         else:
-            # Placeholders hold distinct negative ids (a worst entry is one slot) below every key.
+            valid = slots < k
             top_keys = tl.zeros([TOP], key_min.dtype) + key_min
             top_index = -1 - slots
             worst_key, worst_index = _worst(top_keys, top_index, valid, key_max)
-            for start in range(0, n, BLOCK):
-                offsets, keys = _block_keys(
-                    src_row, src_stride_n, noise_row, noise_stride_n, start, n, key_min, RACE, WIDE, BLOCK
-                )
+            for chunk_id in range(num_chunks):
+                keys = tl.load(sets_row + chunk_id * TOP + slots).to(key_min.dtype)
+                ids = tl.load(sets_row + (num_chunks + chunk_id) * TOP + slots).to(tl.int32)
                 top_keys, top_index, worst_key, worst_index = _insert_block(
-                    keys, offsets, top_keys, top_index, valid, worst_key, worst_index, key_min, key_max
+                    keys, ids, top_keys, top_index, valid, worst_key, worst_index, key_min, key_max
                 )
-            # rank of entry i: the entries before it (larger key, or equal key and lower index)
-            before = (top_keys[None, :] > top_keys[:, None]) | (
-                (top_keys[None, :] == top_keys[:, None]) & (top_index[None, :] < top_index[:, None])
-            )
-            rank = tl.sum((valid[None, :] & before).to(tl.int32), 1)
-        value = tl.load(src_row + top_index.to(tl.int64) * src_stride_n, mask=valid)
-        tl.store(values_ptr + outer * values_stride_o + within * values_stride_i + rank * values_stride_k,
-                 value, mask=valid)  # fmt: skip
-        tl.store(index_ptr + outer * index_stride_o + within * index_stride_i + rank * index_stride_k,
-                 top_index.to(tl.int64), mask=valid)  # fmt: skip
+        src_row = _row_start(src_ptr, src_stride_o, src_stride_i, row, inner)
+        _write_top(
+            src_row, src_stride_n,
+            _row_start(values_ptr, values_stride_o, values_stride_i, row, inner), values_stride_k,
+            _row_start(index_ptr, index_stride_o, index_stride_i, row, inner), index_stride_k,
+            top_keys, top_index, k, TOP,
+        )  # fmt: skip
 
 
 #: ``(outer, inner, (stride outer, stride inner, stride along dim))`` of a tensor seen as rows.
@@ -230,13 +345,54 @@ def _launch_top(
     if rows == 0:
         return
     race = noise is not None
-    wide = src.dtype == torch.float64 and not race
-    _rows_launch(_top_kernel, config, rows, n, RACE=race, WIDE=wide, TOP=next_power_of_2(k))(
-        src, *src_strides,
-        noise, *(noise.stride() if noise is not None else (0, 0)),
-        out_values, *out_rows[0][2], out_indices, *out_rows[1][2],
-        rows, inner, n, k,
-    )  # fmt: skip
+    top = next_power_of_2(k)
+    launches = _top_launches(config, rows, n, race, src.dtype == torch.float64 and not race, top)
+    source = (src, *src_strides)
+    noise_args = (noise, *(noise.stride() if noise is not None else (0, 0)))
+    outputs = (out_values, *out_rows[0][2], out_indices, *out_rows[1][2])
+    if len(launches.launches) == 1:
+        launches.launches[0](*source, *noise_args, *outputs, rows, inner, n, k)
+        return
+    split, merge = launches.launches
+    sets = torch.empty(rows, 2 * launches.num_chunks * top, dtype=torch.int64, device=src.device)
+    split(*source, *noise_args, sets, sets.stride()[0], rows, inner, n, k, launches.chunk)
+    merge(*source, *outputs, sets, sets.stride()[0], rows, inner, launches.num_chunks, k)
+
+
+#: Fewest vocabulary blocks in a chunk of a split row: a chunk's program also keeps and stores a
+#: best set, and the merge reads one set per chunk.
+_MIN_CHUNK_BLOCKS = 2
+
+
+class _TopLaunches(NamedTuple):
+    """The launches of :func:`_top_launches`: one (a program per row), or a split and a merge."""
+
+    launches: tuple[Launch, ...]
+    #: Lanes of a chunk and chunks per row (split rows; else the row, one).
+    chunk: int
+    num_chunks: int
+
+
+@functools.lru_cache(maxsize=1024)
+def _top_launches(config: LaunchConfig, rows: int, n: int, race: bool, wide: bool, top: int) -> _TopLaunches:
+    """A program per row walking it whole, where the rows fill the device (``config.row_programs``
+    programs) or are too short to split; else each row split into chunks of whole blocks, one
+    program per (chunk, row) storing its chunk's best set, and a launch merging each row's sets:
+    few rows would leave most of the device idle, each program reading a whole row."""
+    block = vocab_block(config, n)
+    num_warps = vocab_warps(config, block)
+    constexprs = {"RACE": race, "WIDE": wide, "TOP": top, "BLOCK": block, "num_warps": num_warps}
+    grid_rows = min(rows, config.max_grid)
+    chunks_per_row = min(cdiv(config.row_programs, rows), n // (_MIN_CHUNK_BLOCKS * block))
+    if chunks_per_row < 2:
+        return _TopLaunches((_top_kernel.at((grid_rows,), **constexprs),), n, 1)
+    chunk = cdiv(cdiv(n, chunks_per_row), block) * block
+    num_chunks = cdiv(n, chunk)
+    split = _top_chunk_kernel.at((num_chunks, grid_rows), **constexprs)
+    merge = _top_merge_kernel.at(
+        (grid_rows,), WIDE=wide, TOP=top, CHUNKS=next_power_of_2(num_chunks), num_warps=1
+    )
+    return _TopLaunches((split, merge), chunk, num_chunks)
 
 
 @functools.lru_cache(maxsize=1024)
