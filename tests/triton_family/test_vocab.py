@@ -137,8 +137,9 @@ def test_fast_topk_ties_go_to_the_lowest_index(k):
 
 
 #: Rows split into chunks of three tiles (192 lanes: the interpreter's tiles are 64) where there are
-#: fewer than 64 rows; rows of SPLIT_VOCAB end in a chunk of 5 lanes, fewer than the largest k below
-#: (its set then holds placeholders).
+#: fewer than 64 rows (the interpreter's configuration splits rows from 256 lanes on); rows of
+#: SPLIT_VOCAB end in a chunk of 5 lanes, fewer than the largest k below (its set then holds
+#: placeholders).
 SPLIT_ROWS = dataclasses.replace(INTERPRETER, row_programs=64, max_grid=2)
 SPLIT_VOCAB = 2 * 192 + 5
 
@@ -150,6 +151,8 @@ def test_rows_are_split_where_few_rows_would_leave_the_device_idle():
     assert split.launches[0].grid == (3, 2)  # (chunks, rows up to max_grid)
     assert len(plan(SPLIT_ROWS, 64, SPLIT_VOCAB, False, False, 16).launches) == 1  # rows fill the device
     assert len(plan(SPLIT_ROWS, 4, 4 * 64 - 1, False, False, 16).launches) == 1  # not two chunks of two tiles
+    short = dataclasses.replace(SPLIT_ROWS, split_top_lanes=SPLIT_VOCAB + 1)
+    assert len(plan(short, 4, SPLIT_VOCAB, False, False, 16).launches) == 1  # a row shorter than worth it
 
 
 def _tied_rows(seed: int, rows: int, vocab: int, dtype: torch.dtype) -> torch.Tensor:

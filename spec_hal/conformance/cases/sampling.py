@@ -670,7 +670,7 @@ def cases() -> list[Case]:
 def _edge_cases() -> list[Case]:
     # The spec splits the vocabulary in 8192-wide blocks: put the maximum past the first block.
     wide = 8192 + 77
-    split = 5 * 8192 + 333
+    split = 8 * 8192 + 333
     return [
         *(_edge(op, "bs0", bs=0) for op in BUILDERS if op not in ("fast_sample", "sample_draft_proposal")),
         _edge("fast_sample", "bs0", bs=0, unchecked=NO_SAMPLE_CHECK),
@@ -681,7 +681,7 @@ def _edge_cases() -> list[Case]:
         _edge("fast_topk", "split_rows_k8", bs=3, topk=8, vocab=split),
         _edge("fast_topk", "split_rows_k1_f64", bs=2, topk=1, vocab=split, dtype=torch.float64),
         _edge("fast_topk", "split_rows_middle", bs=2, topk=4, vocab=split, layout="middle"),
-        _edge("fast_sample", "split_rows", bs=3, vocab=split, num_samples=4),
+        _edge("fast_sample", "split_rows", bs=3, vocab=split, num_samples=4, unchecked=NO_SAMPLE_CHECK),
         _edge("fast_topk", "bf16_256", bs=3, topk=4, vocab=256, dtype=torch.bfloat16),
         _edge("fast_sample", "one_hot_rows", bs=64, rows="one_hot"),
         _edge("fast_sample", "zero_rows", bs=3, rows="zero"),

@@ -33,6 +33,10 @@ class LaunchConfig:
             that keeps their bracket's values (its last program of each row bisects the kept
             values alone, which pays while few rows leave the device idle; with many rows those
             bisections outlast the digit launches they spare). 0: never; the default: at any batch.
+        split_top_lanes: the shortest row that ``fast_topk`` and ``fast_sample`` split into chunks
+            (fewer than ``row_programs`` rows). The split costs a second launch and a scratch
+            tensor of host time; a shorter row's walk by one program takes less device time than
+            that saves.
         max_grid: largest grid dimension the device accepts (programs loop beyond it).
     """
 
@@ -47,6 +51,7 @@ class LaunchConfig:
     row_resident_lanes: int = 32768
     row_resident_top_k_rows: int = 32
     row_finish_rows: int = 1 << 30
+    split_top_lanes: int = 65536
     max_grid: int = 65535
     _hash: int = field(init=False, repr=False, compare=False)
 
@@ -71,4 +76,5 @@ INTERPRETER = LaunchConfig(
     row_programs=8,
     row_resident_lanes=256,
     row_resident_top_k_rows=2,
+    split_top_lanes=256,
 )

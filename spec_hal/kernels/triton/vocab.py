@@ -13,8 +13,8 @@ One program per row (programs take several rows beyond ``config.max_grid``; ``fa
   replaces the set's worst entry while it beats it, a reduction each time, at most k per block and
   usually none once the set has settled; the set is then written in order (its ranks from a
   ``[k, k]`` comparison). Above ``_MAX_TOP`` (registers) the provider calls ``torch.topk``.
-  Where the rows are too few to fill the device (``config.row_programs`` programs), each row is
-  split into chunks of whole tiles: a program per (chunk, row) keeps its chunk's best set and stores
+  Where the rows are too few to fill the device (``config.row_programs`` programs) and long
+  (``config.split_top_lanes``), each row is split into chunks of whole tiles: a program per (chunk, row) keeps its chunk's best set and stores
   it, and a second launch folds each row's sets in chunk order (index order, as blocks come) by the
   same steps, then writes them. The k best of a row are the k best of its chunks' best, so either
   way gives the same ids.
@@ -354,9 +354,10 @@ def _launch_top(
         launches.launches[0](*source, *noise_args, *outputs, rows, inner, n, k)
         return
     split, merge = launches.launches
-    sets = torch.empty(rows, 2 * launches.num_chunks * top, dtype=torch.int64, device=src.device)
-    split(*source, *noise_args, sets, sets.stride()[0], rows, inner, n, k, launches.chunk)
-    merge(*source, *outputs, sets, sets.stride()[0], rows, inner, launches.num_chunks, k)
+    columns = 2 * launches.num_chunks * top
+    sets = torch.empty(rows, columns, dtype=torch.int64, device=src.device)
+    split(*source, *noise_args, sets, columns, rows, inner, n, k, launches.chunk)
+    merge(*source, *outputs, sets, columns, rows, inner, launches.num_chunks, k)
 
 
 #: Fewest vocabulary blocks in a chunk of a split row: a chunk's program also keeps and stores a
@@ -376,15 +377,16 @@ class _TopLaunches(NamedTuple):
 @functools.lru_cache(maxsize=1024)
 def _top_launches(config: LaunchConfig, rows: int, n: int, race: bool, wide: bool, top: int) -> _TopLaunches:
     """A program per row walking it whole, where the rows fill the device (``config.row_programs``
-    programs) or are too short to split; else each row split into chunks of whole blocks, one
-    program per (chunk, row) storing its chunk's best set, and a launch merging each row's sets:
-    few rows would leave most of the device idle, each program reading a whole row."""
+    programs) or are shorter than ``config.split_top_lanes``; else each row split into chunks of
+    whole blocks, one program per (chunk, row) storing its chunk's best set, and a launch merging
+    each row's sets: few rows would leave most of the device idle, each program reading a whole
+    row."""
     block = vocab_block(config, n)
     num_warps = vocab_warps(config, block)
     constexprs = {"RACE": race, "WIDE": wide, "TOP": top, "BLOCK": block, "num_warps": num_warps}
     grid_rows = min(rows, config.max_grid)
     chunks_per_row = min(cdiv(config.row_programs, rows), n // (_MIN_CHUNK_BLOCKS * block))
-    if chunks_per_row < 2:
+    if chunks_per_row < 2 or n < config.split_top_lanes:
         return _TopLaunches((_top_kernel.at((grid_rows,), **constexprs),), n, 1)
     chunk = cdiv(cdiv(n, chunks_per_row), block) * block
     num_chunks = cdiv(n, chunk)
