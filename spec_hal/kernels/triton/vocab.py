@@ -149,6 +149,25 @@ def _row_start(ptr, stride_outer, stride_inner, row, inner):
 
 
 @triton.jit
+def _empty_set(k, key_min, key_max, TOP: tl.constexpr):
+    """A best set before any entry: (its slots below k, keys, ids, worst key, worst id);
+    placeholders hold distinct negative ids below every key (a worst entry is one slot)."""
+    slots = tl.arange(0, TOP)
+    valid = slots < k
+    top_keys = tl.zeros([TOP], key_min.dtype) + key_min
+    top_index = -1 - slots
+    worst_key, worst_index = _worst(top_keys, top_index, valid, key_max)
+    return valid, top_keys, top_index, worst_key, worst_index
+
+
+@triton.jit
+def _single_best(keys, ids, TOP: tl.constexpr):
+    """The best of lanes (keys, ids) as a ``[TOP]`` set (``TOP == 1``): the largest key, its lowest id."""
+    top_keys = tl.zeros([TOP], keys.dtype) + tl.max(keys, 0)
+    return top_keys, tl.zeros([TOP], tl.int32) + _first_best(keys, ids)
+
+
+@triton.jit
 def _best_of_range(
     src_row, stride_n, noise_row, noise_stride, begin, end, k, RACE: tl.constexpr, WIDE: tl.constexpr,
     TOP: tl.constexpr, BLOCK: tl.constexpr,
@@ -158,7 +177,6 @@ def _best_of_range(
     those a range of fewer than k lanes leaves) holding placeholders: distinct negative ids below
     every key."""
     key_min, key_max = _key_bounds(WIDE)
-    slots = tl.arange(0, TOP)
     if TOP == 1:
         best_key = tl.zeros([BLOCK], key_min.dtype) + key_min
         best_index = tl.zeros([BLOCK], tl.int32) - 1
@@ -167,13 +185,9 @@ def _best_of_range(
                 src_row, stride_n, noise_row, noise_stride, start, end, key_min, RACE, WIDE, BLOCK
             )
             best_key, best_index = _lane_best(best_key, best_index, keys, offsets)
-        top_keys = tl.zeros([TOP], key_min.dtype) + tl.max(best_key, 0)
-        top_index = tl.zeros([TOP], tl.int32) + _first_best(best_key, best_index)
+        top_keys, top_index = _single_best(best_key, best_index, TOP)
     else:
-        valid = slots < k
-        top_keys = tl.zeros([TOP], key_min.dtype) + key_min
-        top_index = -1 - slots
-        worst_key, worst_index = _worst(top_keys, top_index, valid, key_max)
+        valid, top_keys, top_index, worst_key, worst_index = _empty_set(k, key_min, key_max, TOP)
         for start in range(begin, end, BLOCK):
             offsets, keys = _block_keys(
                 src_row, stride_n, noise_row, noise_stride, start, end, key_min, RACE, WIDE, BLOCK
@@ -186,7 +200,8 @@ def _best_of_range(
 
 @triton.jit
 def _write_top(
-    src_row, stride_n, values_row, values_stride_k, index_row, index_stride_k, top_keys, top_index, k,
+    src_row, stride_n, values_ptr, values_stride_o, values_stride_i, values_stride_k,
+    index_ptr, index_stride_o, index_stride_i, index_stride_k, row, inner, top_keys, top_index, k,
     TOP: tl.constexpr,
 ):  # fmt: skip
     """A row's k best (:func:`_best_of_range`'s set) written in order: their values and ids."""
@@ -201,7 +216,9 @@ def _write_top(
         )
         rank = tl.sum((valid[None, :] & before).to(tl.int32), 1)
     value = tl.load(src_row + top_index.to(tl.int64) * stride_n, mask=valid)
+    values_row = _row_start(values_ptr, values_stride_o, values_stride_i, row, inner)
     tl.store(values_row + rank * values_stride_k, value, mask=valid)
+    index_row = _row_start(index_ptr, index_stride_o, index_stride_i, row, inner)
     tl.store(index_row + rank * index_stride_k, top_index.to(tl.int64), mask=valid)
 
 
@@ -227,10 +244,8 @@ def _top_kernel(
             src_row, src_stride_n, noise_row, noise_stride_n, 0, n, k, RACE, WIDE, TOP, BLOCK
         )
         _write_top(
-            src_row, src_stride_n,
-            _row_start(values_ptr, values_stride_o, values_stride_i, row, inner), values_stride_k,
-            _row_start(index_ptr, index_stride_o, index_stride_i, row, inner), index_stride_k,
-            top_keys, top_index, k, TOP,
+            src_row, src_stride_n, values_ptr, values_stride_o, values_stride_i, values_stride_k, index_ptr,
+            index_stride_o, index_stride_i, index_stride_k, row, inner, top_keys, top_index, k, TOP,
         )  # fmt: skip
 
 
@@ -285,13 +300,9 @@ def _top_merge_kernel(
             inside = chunks < num_chunks
             keys = tl.load(sets_row + chunks, mask=inside, other=key_min).to(key_min.dtype)
             ids = tl.load(sets_row + num_chunks + chunks, mask=inside, other=-1).to(tl.int32)
-            top_keys = tl.zeros([TOP], key_min.dtype) + tl.max(keys, 0)
-            top_index = tl.zeros([TOP], tl.int32) + _first_best(keys, ids)
+            top_keys, top_index = _single_best(keys, ids, TOP)
         else:
-            valid = slots < k
-            top_keys = tl.zeros([TOP], key_min.dtype) + key_min
-            top_index = -1 - slots
-            worst_key, worst_index = _worst(top_keys, top_index, valid, key_max)
+            valid, top_keys, top_index, worst_key, worst_index = _empty_set(k, key_min, key_max, TOP)
             for chunk_id in range(num_chunks):
                 keys = tl.load(sets_row + chunk_id * TOP + slots).to(key_min.dtype)
                 ids = tl.load(sets_row + (num_chunks + chunk_id) * TOP + slots).to(tl.int32)
@@ -300,10 +311,8 @@ def _top_merge_kernel(
                 )
         src_row = _row_start(src_ptr, src_stride_o, src_stride_i, row, inner)
         _write_top(
-            src_row, src_stride_n,
-            _row_start(values_ptr, values_stride_o, values_stride_i, row, inner), values_stride_k,
-            _row_start(index_ptr, index_stride_o, index_stride_i, row, inner), index_stride_k,
-            top_keys, top_index, k, TOP,
+            src_row, src_stride_n, values_ptr, values_stride_o, values_stride_i, values_stride_k, index_ptr,
+            index_stride_o, index_stride_i, index_stride_k, row, inner, top_keys, top_index, k, TOP,
         )  # fmt: skip
 
 
