@@ -169,14 +169,17 @@ def _single_best(keys, ids, TOP: tl.constexpr):
 
 @triton.jit
 def _best_of_range(
-    src_row, stride_n, noise_row, noise_stride, begin, end, k, RACE: tl.constexpr, WIDE: tl.constexpr,
-    TOP: tl.constexpr, BLOCK: tl.constexpr,
+    src_row, stride_n, noise_ptr, noise_stride_o, noise_stride, row, begin, end, k, RACE: tl.constexpr,
+    WIDE: tl.constexpr, TOP: tl.constexpr, BLOCK: tl.constexpr,
 ):  # fmt: skip
-    """The k best entries of lanes ``[begin, end)`` of a row, as (keys, ids), ``[TOP]`` each: for
-    ``TOP == 1`` the best key and its lowest index; else the set in no order, slots past k (and
-    those a range of fewer than k lanes leaves) holding placeholders: distinct negative ids below
-    every key."""
+    """The k best entries of lanes ``[begin, end)`` of row ``row`` (``src_row``), as (keys, ids),
+    ``[TOP]`` each: for ``TOP == 1`` the best key and its lowest index; else the set in no order,
+    slots past k (and those a range of fewer than k lanes leaves) holding placeholders: distinct
+    negative ids below every key."""
     key_min, key_max = _key_bounds(WIDE)
+    noise_row = noise_ptr
+    if RACE:  # [B, V] noise rows: inner == 1
+        noise_row = noise_ptr + row * noise_stride_o
     if TOP == 1:
         best_key = tl.zeros([BLOCK], key_min.dtype) + key_min
         best_index = tl.zeros([BLOCK], tl.int32) - 1
@@ -237,12 +240,10 @@ def _top_kernel(
     for program_row in range(tl.program_id(0), rows, tl.num_programs(0)):
         row = tl.zeros((), tl.int64) + program_row
         src_row = _row_start(src_ptr, src_stride_o, src_stride_i, row, inner)
-        noise_row = noise_ptr
-        if RACE:  # [B, V] noise rows: inner == 1
-            noise_row = noise_ptr + row * noise_stride_o
         top_keys, top_index = _best_of_range(
-            src_row, src_stride_n, noise_row, noise_stride_n, 0, n, k, RACE, WIDE, TOP, BLOCK
-        )
+            src_row, src_stride_n, noise_ptr, noise_stride_o, noise_stride_n, row, 0, n, k, RACE, WIDE, TOP,
+            BLOCK,
+        )  # fmt: skip
         _write_top(
             src_row, src_stride_n, values_ptr, values_stride_o, values_stride_i, values_stride_k, index_ptr,
             index_stride_o, index_stride_i, index_stride_k, row, inner, top_keys, top_index, k, TOP,
@@ -267,12 +268,10 @@ def _top_chunk_kernel(
     for program_row in range(tl.program_id(1), rows, tl.num_programs(1)):
         row = tl.zeros((), tl.int64) + program_row
         src_row = _row_start(src_ptr, src_stride_o, src_stride_i, row, inner)
-        noise_row = noise_ptr
-        if RACE:
-            noise_row = noise_ptr + row * noise_stride_o
         top_keys, top_index = _best_of_range(
-            src_row, src_stride_n, noise_row, noise_stride_n, begin, end, k, RACE, WIDE, TOP, BLOCK
-        )
+            src_row, src_stride_n, noise_ptr, noise_stride_o, noise_stride_n, row, begin, end, k, RACE, WIDE,
+            TOP, BLOCK,
+        )  # fmt: skip
         sets_row = sets_ptr + row * sets_stride + chunk_id * TOP + slots
         tl.store(sets_row, top_keys.to(tl.int64))
         tl.store(sets_row + num_chunks * TOP, top_index.to(tl.int64))
