@@ -55,11 +55,11 @@ def test_case(case):
     assert_passes(case)
 
 
-#: Past one Hopper tile (2048 fp32 lanes).
+#: Past one Hopper copy tile (2048 fp32 lanes) and vocabulary tile (8192).
 WIDE_CASES = [
-    built(B, "fast_topk", "wide", bs=2, topk=8, vocab=5000, dtype=torch.float32),
-    built(B, "renorm_draft_probs", "wide", bs=2, vocab=5000),
-    built(B, "sample_draft_proposal", "wide_greedy", bs=2, vocab=5000, top_ks="greedy"),
+    built(B, "fast_topk", "wide", bs=2, topk=8, vocab=8200, dtype=torch.float32),
+    built(B, "renorm_draft_probs", "wide", bs=2, vocab=8200),
+    built(B, "sample_draft_proposal", "wide_greedy", bs=2, vocab=8200, top_ks="greedy"),
 ]
 
 
@@ -75,6 +75,19 @@ def test_every_vendor_configuration(vendor):
 
 #: Grids capped at 2 programs: each program takes several rows (also used by test_renorm.py).
 SMALL_GRID = dataclasses.replace(INTERPRETER, max_grid=2)
+
+#: A vocabulary tile of 256 lanes (four copy tiles) over 2 warps; fast_topk and fast_sample walk in
+#: the copy tile from 4 programs on, their rows never split.
+TILED = dataclasses.replace(
+    INTERPRETER, vocab_block_bytes=1024, vocab_num_warps=2, top_copy_tile_programs=4, split_top_lanes=1 << 30
+)
+#: Several vocabulary tiles, the last one partial.
+TILED_VOCAB = 2 * 256 + 37
+#: The softmax walks in the copy tile, and in the vocabulary tile; programs take several rows.
+SOFTMAX_WALKS = {
+    "copy_tile": (SMALL_GRID, BLOCKS),
+    "vocabulary_tile": (dataclasses.replace(TILED, max_grid=2), TILED_VOCAB),
+}
 
 
 def _gen(seed: int) -> torch.Generator:
@@ -97,20 +110,22 @@ def test_fast_sample_draws_the_reference_ids_from_the_same_noise(num_samples):
     assert_providers_agree("fast_sample", provider("fast_sample", SMALL_GRID), args)
 
 
+@pytest.mark.parametrize("walk", SOFTMAX_WALKS)
 @pytest.mark.parametrize("top_ks", [None, torch.tensor([0, 1, 2, 9, -1])])
-def test_sample_draft_proposal_draws_the_reference_ids_from_the_same_noise(top_ks):
+def test_sample_draft_proposal_draws_the_reference_ids_from_the_same_noise(top_ks, walk):
+    config, vocab = SOFTMAX_WALKS[walk]
     gen = _gen(7)
-    logits = torch.randn(5, BLOCKS, generator=gen) * 3
-    logits[2, :70] = float("-inf")  # a first tile of -inf only
+    logits = torch.randn(5, vocab, generator=gen) * 3
+    logits[2, : vocab // 2] = float("-inf")  # a first tile of -inf only
     temperatures = torch.rand(5, 1, generator=gen) + 0.25
-    noise = torch.empty(5, BLOCKS).exponential_(generator=gen)
+    noise = torch.empty(5, vocab).exponential_(generator=gen)
     outputs = [
-        torch.full((5, BLOCKS), float("nan")),
+        torch.full((5, vocab), float("nan")),
         torch.full((5, 1), float("nan")),
         torch.full((5, 1), -7),
     ]
     args = [logits, temperatures, top_ks, noise, *outputs]
-    assert_providers_agree("sample_draft_proposal", provider("sample_draft_proposal", SMALL_GRID), args)
+    assert_providers_agree("sample_draft_proposal", provider("sample_draft_proposal", config), args)
 
 
 def _stable_topk(values: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -143,6 +158,12 @@ def test_fast_topk_ties_go_to_the_lowest_index(k):
 SPLIT_ROWS = dataclasses.replace(INTERPRETER, row_programs=64, max_grid=2)
 SPLIT_VOCAB = 2 * 192 + 5
 
+#: Rows walked in chunks over programs, or whole in the vocabulary tile, each over several blocks.
+WALKS = {
+    "split_rows": (SPLIT_ROWS, SPLIT_VOCAB),
+    "vocabulary_tile": (dataclasses.replace(TILED, max_grid=2), TILED_VOCAB),
+}
+
 
 def test_rows_are_split_where_few_rows_would_leave_the_device_idle():
     plan = vocab_kernels._top_launches
@@ -165,12 +186,14 @@ def _tied_rows(seed: int, rows: int, vocab: int, dtype: torch.dtype) -> torch.Te
     return values
 
 
+@pytest.mark.parametrize("walk", WALKS)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("k", [1, 5, 16])
-def test_fast_topk_split_rows_agree_with_a_whole_row_sort(k, dtype):
-    values = _tied_rows(k, 4, SPLIT_VOCAB, dtype)
+def test_fast_topk_split_or_tiled_rows_agree_with_a_whole_row_sort(k, dtype, walk):
+    config, vocab = WALKS[walk]
+    values = _tied_rows(k, 4, vocab, dtype)
     out = (torch.full((4, k), 5.0, dtype=dtype), torch.full((4, k), -7))
-    provider("fast_topk", SPLIT_ROWS)(values, k, 1, *out)
+    provider("fast_topk", config)(values, k, 1, *out)
     want_values, want_indices = _stable_topk(values, k)
     assert torch.equal(out[1], want_indices)
     torch.testing.assert_close(out[0], want_values, equal_nan=True)
@@ -187,15 +210,17 @@ def test_fast_topk_split_rows_of_a_middle_dimension():
     torch.testing.assert_close(out[0], want_values.transpose(1, 2), equal_nan=True)
 
 
+@pytest.mark.parametrize("walk", WALKS)
 @pytest.mark.parametrize("num_samples", [1, 8])
-def test_fast_sample_split_rows_draw_the_reference_ids_from_the_same_noise(num_samples):
+def test_fast_sample_split_or_tiled_rows_draw_the_reference_ids_from_the_same_noise(num_samples, walk):
+    config, vocab = WALKS[walk]
     gen = _gen(20 + num_samples)
-    probs = torch.softmax(torch.randn(3, SPLIT_VOCAB, generator=gen) * 2, dim=-1)
-    noise = torch.empty(3, SPLIT_VOCAB).exponential_(generator=gen)
-    noise[1, 300] = 0.0  # clamped to tiny: a huge score in the second chunk
+    probs = torch.softmax(torch.randn(3, vocab, generator=gen) * 2, dim=-1)
+    noise = torch.empty(3, vocab).exponential_(generator=gen)
+    noise[1, 300] = 0.0  # clamped to tiny: a huge score in the second chunk or tile
     outputs = [torch.full((3, num_samples), float("nan")), torch.full((3, num_samples), -7)]
     assert_providers_agree(
-        "fast_sample", provider("fast_sample", SPLIT_ROWS), [probs, noise, num_samples, *outputs]
+        "fast_sample", provider("fast_sample", config), [probs, noise, num_samples, *outputs]
     )
 
 
@@ -218,9 +243,35 @@ def test_fast_topk_outputs_without_a_row_view_are_staged():
 
 
 @pytest.mark.filterwarnings("ignore:divide by zero", "ignore:invalid value")  # the interpreter's numpy
-def test_renorm_draft_probs_rows_of_minus_infinity():
-    logits = torch.randn(3, BLOCKS, generator=_gen(3))
+@pytest.mark.parametrize("walk", SOFTMAX_WALKS)
+def test_renorm_draft_probs_rows_of_minus_infinity(walk):
+    config, vocab = SOFTMAX_WALKS[walk]
+    logits = torch.randn(3, vocab, generator=_gen(3))
     logits[0] = float("-inf")  # the reference's softmax is NaN there
     logits[1, 64:] = float("-inf")
-    args = [logits, torch.tensor([[0.5], [1.0], [2.0]]), torch.full((3, BLOCKS), -7.0)]
-    assert_providers_agree("renorm_draft_probs", provider("renorm_draft_probs", SMALL_GRID), args)
+    args = [logits, torch.tensor([[0.5], [1.0], [2.0]]), torch.full((3, vocab), -7.0)]
+    assert_providers_agree("renorm_draft_probs", provider("renorm_draft_probs", config), args)
+
+
+# --------------------------------------------------------------------------------------------------
+# The vocabulary tile: few programs walk wider blocks
+
+
+def test_few_programs_walk_the_vocabulary_tile():
+    def first_launch(config, rows, vocab):
+        return vocab_kernels._top_launches(config, rows, vocab, False, False, 4).launches[0]
+
+    few = first_launch(TILED, 3, TILED_VOCAB)
+    assert (few.options["BLOCK"], few.options["num_warps"], few.grid) == (256, 2, (3,))
+    assert first_launch(TILED, 4, TILED_VOCAB).options["BLOCK"] == 64  # 4 programs: the copy tile
+    assert first_launch(dataclasses.replace(TILED, max_grid=3), 9, TILED_VOCAB).options["BLOCK"] == 256
+    assert first_launch(INTERPRETER, 1, TILED_VOCAB).options["BLOCK"] == 64  # no vocabulary tile set
+    # Split rows count their chunks: 3 chunks of the copy tile, in 2 rows, reach 4 programs.
+    split = dataclasses.replace(TILED, row_programs=64, split_top_lanes=256)
+    assert [(a.grid, a.options["BLOCK"]) for a in [first_launch(split, r, TILED_VOCAB) for r in (1, 2)]] == [
+        ((1,), 256),  # 3 chunks are too few: the row whole, in the vocabulary tile
+        ((3, 2), 64),
+    ]
+    # The softmax walks take the vocabulary tile at any batch.
+    softmax = vocab_kernels._rows_launch(vocab_kernels._softmax_kernel, TILED, 64, TILED_VOCAB)
+    assert softmax.options["BLOCK"] == 256

@@ -6,7 +6,9 @@ from .detection import probe
 
 #: Copies: 8 KiB tiles with 4 warps (the H200 sweep in docs/performance.md); the renormalisation
 #: splits rows below 1024 of them (the H200 sweep in docs/bench/sweep-renorm-h200-6cc870c.json), and
-#: top-k's keeping launch finds tau below 1024 rows only (docs/bench/notes.md, on the finisher).
+#: top-k's keeping launch finds tau below 1024 rows only (docs/bench/notes.md, on the finisher). The
+#: walks over the vocabulary take 32 KiB tiles with 16 warps, fast_topk and fast_sample from 512
+#: programs on the copy tile (the H200 sweep in docs/bench/sweep-vocab-tile-h200-bda43c5.json).
 TRITON_CONFIG = LaunchConfig(
     "hopper",
     num_warps=4,
@@ -15,7 +17,14 @@ TRITON_CONFIG = LaunchConfig(
     copy_block_bytes=8192,
     row_programs=1024,
     row_finish_rows=1024,
+    vocab_block_bytes=32768,
+    vocab_num_warps=16,
+    top_copy_tile_programs=512,
 )
+
+#: The family leaves these to torch where a vendor's vocabulary tile is unmeasured; with hopper's,
+#: the launchers beat torch on the H200 (docs/performance.md).
+_VOCABULARY_WALKS = ("fast_sample", "renorm_draft_probs", "sample_draft_proposal")
 
 DESCRIPTOR = DeviceDescriptor(
     name="cuda",
@@ -26,6 +35,10 @@ DESCRIPTOR = DeviceDescriptor(
     capabilities=Capabilities(graph_capture=True, triton=True, record_stream=True, needs_device_guard=True),
     runtime="spec_hal.devices.cuda.runtime:RUNTIME",
     families={"triton": TRITON_CONFIG},
+    intents={
+        op: Intent(TRITON, "the shared Triton family, with hopper's vocabulary tile")
+        for op in _VOCABULARY_WALKS
+    },
     default_intent=Intent(TRITON, "the shared Triton family"),
     notes=(
         "launch configuration 'hopper' (TRITON_CONFIG in spec_hal/devices/cuda)",

@@ -37,6 +37,16 @@ class LaunchConfig:
             (fewer than ``row_programs`` rows). The split costs a second launch and a scratch
             tensor of host time; a shorter row's walk by one program takes less device time than
             that saves.
+        vocab_block_bytes: bytes per program per step of the walks over a row of the vocabulary
+            (``fast_topk``, ``fast_sample``, ``renorm_draft_probs``, ``sample_draft_proposal``).
+            A program walking a row waits on each step's loads before the next, so where programs
+            are few (each row one) a wider tile than the copies' keeps more bytes in flight. 0: the
+            copy tile.
+        vocab_num_warps: warps per program of that tile (0: ``copy_num_warps``).
+        top_copy_tile_programs: the fewest programs (rows, or chunks of split rows, in the copy
+            tile) from which ``fast_topk`` and ``fast_sample`` walk in the copy tile all the same:
+            the best set's reductions at each step cost more over the wider tile, and that many
+            programs keep memory busy with the narrower one.
         max_grid: largest grid dimension the device accepts (programs loop beyond it).
     """
 
@@ -52,6 +62,9 @@ class LaunchConfig:
     row_resident_top_k_rows: int = 32
     row_finish_rows: int = 1 << 30
     split_top_lanes: int = 65536
+    vocab_block_bytes: int = 0
+    vocab_num_warps: int = 0
+    top_copy_tile_programs: int = 1 << 30
     max_grid: int = 65535
     _hash: int = field(init=False, repr=False, compare=False)
 

@@ -27,15 +27,17 @@ LAUNCHERS: dict[str, Callable[..., None]] = {
 
 #: Ops every vendor binding the family intends portable for, with the reason: torch runs them as
 #: well as a kernel would, the family does not cover them yet, or its launcher (still registered,
-#: selectable with SPEC_HAL_OPS) loses to torch at the batch sizes engines decode with.
-_SLOWER_AT_DECODE_SIZES = (
-    "its Triton launcher is slower than torch at bs <= 64 in the H200 bench (docs/performance.md)"
+#: selectable with SPEC_HAL_OPS) loses to torch at the batch sizes engines decode with. A vendor's
+#: own intents win (cuda intends the vocabulary walks).
+_COPY_TILE_LOSES = (
+    "walking rows in the copy tile, its Triton launcher loses to torch at small batches on the H200 "
+    "(docs/performance.md); vendors that measured a vocabulary tile of their own (vocab_block_bytes, "
+    "as cuda did) intend it"
 )
 LEFT_TO_TORCH: dict[str, str] = {
-    "fast_sample": "its Triton launcher is slower than torch in graph replay at 1 and 8 rows of 32k in the "
-    "H200 bench (faster from 64 rows on and at 128k, and eagerly at every size: docs/performance.md)",
-    "renorm_draft_probs": _SLOWER_AT_DECODE_SIZES,
-    "sample_draft_proposal": _SLOWER_AT_DECODE_SIZES,
+    "fast_sample": _COPY_TILE_LOSES,
+    "renorm_draft_probs": _COPY_TILE_LOSES,
+    "sample_draft_proposal": _COPY_TILE_LOSES,
     "select_top_k_tokens": "one top-k and two gathers; the hidden-state gather is a torch copy",
     "organize_draft_results": "a sort and gathers over [bs, K + (S-1)K^2]: torch is a few launches",
     "pack_ngram_full_mask": "NGRAM only; not yet in the Triton family",

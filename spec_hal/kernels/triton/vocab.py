@@ -2,7 +2,9 @@
 ``renorm_draft_probs`` and ``sample_draft_proposal`` (the references: ``spec_hal/ops/sampling``).
 
 One program per row (programs take several rows beyond ``config.max_grid``; ``fast_topk`` and
-``fast_sample`` split few rows, below), streaming the row in blocks of the vendor's bandwidth tile.
+``fast_sample`` split few rows, below), streaming the row in blocks of the vendor's vocabulary tile
+(``config.vocab_block_bytes``; its copy tile where it sets none, and for ``fast_topk`` and
+``fast_sample`` from ``config.top_copy_tile_programs`` programs on).
 
 * ``fast_topk`` / ``fast_sample``: the k largest *keys* of a row, where a key is an integer that
   orders like the float it comes from (NaN above +inf, -0 equal to +0) and ties go to the lowest
@@ -39,7 +41,7 @@ import triton.language as tl
 
 from .config import LaunchConfig
 from .launch import Kernel, Launch, cdiv, kernel, next_power_of_2
-from .sizing import vocab_block, vocab_warps
+from .sizing import walk_tile
 
 #: Largest k (``fast_topk``) and num_samples (``fast_sample``) of the kernel: its set of the k best
 #: entries lives in registers, and their ranks come from a [k, k] comparison.
@@ -388,16 +390,17 @@ def _top_launches(config: LaunchConfig, rows: int, n: int, race: bool, wide: boo
     programs) or are shorter than ``config.split_top_lanes``; else each row split into chunks of
     whole blocks, one program per (chunk, row) storing its chunk's best set, and a launch merging
     each row's sets: few rows would leave most of the device idle, each program reading a whole
-    row."""
-    block = vocab_block(config, n)
-    num_warps = vocab_warps(config, block)
-    constexprs = {"RACE": race, "WIDE": wide, "TOP": top, "BLOCK": block, "num_warps": num_warps}
+    row. Blocks of the vocabulary tile, or of the copy tile from ``config.top_copy_tile_programs``
+    programs on (counted in the copy tile)."""
     grid_rows = min(rows, config.max_grid)
-    chunks_per_row = min(cdiv(config.row_programs, rows), n // (_MIN_CHUNK_BLOCKS * block))
-    if chunks_per_row < 2 or n < config.split_top_lanes:
+    block, num_warps = walk_tile(config, n, copy_tile=True)
+    chunk, num_chunks = _top_chunks(config, rows, n, block)
+    if num_chunks * grid_rows < config.top_copy_tile_programs:
+        block, num_warps = walk_tile(config, n)
+        chunk, num_chunks = _top_chunks(config, rows, n, block)
+    constexprs = {"RACE": race, "WIDE": wide, "TOP": top, "BLOCK": block, "num_warps": num_warps}
+    if num_chunks == 1:
         return _TopLaunches((_top_kernel.at((grid_rows,), **constexprs),), n, 1)
-    chunk = cdiv(cdiv(n, chunks_per_row), block) * block
-    num_chunks = cdiv(n, chunk)
     split = _top_chunk_kernel.at((num_chunks, grid_rows), **constexprs)
     merge = _top_merge_kernel.at(
         (grid_rows,), WIDE=wide, TOP=top, CHUNKS=next_power_of_2(num_chunks), num_warps=1
@@ -405,14 +408,22 @@ def _top_launches(config: LaunchConfig, rows: int, n: int, race: bool, wide: boo
     return _TopLaunches((split, merge), chunk, num_chunks)
 
 
+def _top_chunks(config: LaunchConfig, rows: int, n: int, block: int) -> tuple[int, int]:
+    """(lanes of a chunk, chunks per row) of :func:`_top_launches` in blocks of ``block`` lanes
+    (``(n, 1)``: rows whole)."""
+    chunks_per_row = min(cdiv(config.row_programs, rows), n // (_MIN_CHUNK_BLOCKS * block))
+    if chunks_per_row < 2 or n < config.split_top_lanes:
+        return n, 1
+    chunk = cdiv(cdiv(n, chunks_per_row), block) * block
+    return chunk, cdiv(n, chunk)
+
+
 @functools.lru_cache(maxsize=1024)
 def _rows_launch(row_kernel: Kernel, config: LaunchConfig, rows: int, n: int, **constexprs: object) -> Launch:
     """A launch of one of this module's kernels: a program per row of ``n`` (programs loop past the
-    grid limit), walking it in vocabulary blocks."""
-    block = vocab_block(config, n)
-    return row_kernel.at(
-        (min(rows, config.max_grid),), **constexprs, BLOCK=block, num_warps=vocab_warps(config, block)
-    )
+    grid limit), walking it in blocks of the vocabulary tile."""
+    block, num_warps = walk_tile(config, n)
+    return row_kernel.at((min(rows, config.max_grid),), **constexprs, BLOCK=block, num_warps=num_warps)
 
 
 def _fast_topk(
