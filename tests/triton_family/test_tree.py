@@ -14,6 +14,7 @@ Three kinds of checks, shared with the family D and E tests (which import the he
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -240,9 +241,15 @@ def test_verify_tree_greedy_garbage_links(seed):
     assert_providers_agree("verify_tree_greedy", provider("verify_tree_greedy"), args)
 
 
+#: The interpreter's configuration with a vocabulary tile of 256 lanes over 2 warps (four copy tiles).
+VOCABULARY_TILE = dataclasses.replace(INTERPRETER, vocab_block_bytes=1024, vocab_num_warps=2)
+#: (seed, vocab, configuration): several blocks over V at 300 lanes, and at 600 in the vocabulary tile.
+SAMPLING_ROWS = [(0, 6, INTERPRETER), (1, 6, INTERPRETER), (2, 300, INTERPRETER), (3, 600, VOCABULARY_TILE)]
+
+
 @pytest.mark.parametrize("num_nodes", [8, 20])  # 20: probabilities loaded per step, not up front
-@pytest.mark.parametrize("seed, vocab", [(0, 6), (1, 6), (2, 300)])  # 300: several blocks over V
-def test_tree_sampling_garbage_links_and_tokens(seed, vocab, num_nodes):
+@pytest.mark.parametrize("seed, vocab, config", SAMPLING_ROWS)
+def test_tree_sampling_garbage_links_and_tokens(seed, vocab, config, num_nodes):
     gen = torch.Generator().manual_seed(seed)
     bs, width = 4, 4
     probs = torch.randint(0, 16, (bs, num_nodes, vocab), generator=gen).float() / 64
@@ -262,12 +269,14 @@ def test_tree_sampling_garbage_links_and_tokens(seed, vocab, num_nodes):
         0.5,
     ]
     assert_providers_agree(
-        "tree_speculative_sampling_target_only", provider("tree_speculative_sampling_target_only"), args
+        "tree_speculative_sampling_target_only",
+        provider("tree_speculative_sampling_target_only", config),
+        args,
     )
 
 
-@pytest.mark.parametrize("seed, vocab", [(0, 6), (1, 6), (2, 300)])
-def test_chain_sampling_garbage_tokens_and_ids(seed, vocab):
+@pytest.mark.parametrize("seed, vocab, config", SAMPLING_ROWS)
+def test_chain_sampling_garbage_tokens_and_ids(seed, vocab, config):
     gen = torch.Generator().manual_seed(seed)
     bs, num_nodes = 4, 5
     draft = torch.randint(0, 16, (bs, num_nodes - 1, vocab), generator=gen).float() / 64
@@ -284,7 +293,7 @@ def test_chain_sampling_garbage_tokens_and_ids(seed, vocab):
         torch.randint(0, 16, (bs, num_nodes, vocab), generator=gen).float() / 64,
         draft,
     ]
-    assert_providers_agree("chain_speculative_sampling", provider("chain_speculative_sampling"), args)
+    assert_providers_agree("chain_speculative_sampling", provider("chain_speculative_sampling", config), args)
 
 
 def test_fill_bonus_tokens_out_of_range_lengths():

@@ -14,6 +14,7 @@ import pytest
 import torch
 from triton_family.interpreted import TRITON_VENDORS, provider, small_cases
 from triton_family.test_tree import (
+    VOCABULARY_TILE,
     assert_passes,
     assert_passes_with_vendor_config,
     assert_providers_agree,
@@ -78,9 +79,7 @@ SMALL_GRID = dataclasses.replace(INTERPRETER, max_grid=2)
 
 #: A vocabulary tile of 256 lanes (four copy tiles) over 2 warps; fast_topk and fast_sample walk in
 #: the copy tile from 4 programs on, their rows never split.
-TILED = dataclasses.replace(
-    INTERPRETER, vocab_block_bytes=1024, vocab_num_warps=2, top_copy_tile_programs=4, split_top_lanes=1 << 30
-)
+TILED = dataclasses.replace(VOCABULARY_TILE, top_copy_tile_programs=4, split_top_lanes=1 << 30)
 #: Several vocabulary tiles, the last one partial.
 TILED_VOCAB = 2 * 256 + 37
 #: The softmax walks in the copy tile, and in the vocabulary tile; programs take several rows.

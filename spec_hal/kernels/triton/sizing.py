@@ -86,33 +86,17 @@ def request_warps(config: LaunchConfig, tile_elements: int) -> int:
 
 
 @functools.lru_cache(maxsize=1024)
-def vocab_block(config: LaunchConfig, vocab: int) -> int:
-    """fp32 lanes per step of the passes over V: the vendor's bandwidth tile."""
-    return min(next_power_of_2(config.copy_block_bytes // 4), next_power_of_2(vocab))
-
-
-@functools.lru_cache(maxsize=1024)
-def vocab_warps(config: LaunchConfig, block_v: int) -> int:
-    """Warps of a program streaming ``block_v`` fp32 lanes per step: 16 bytes per thread, at most
-    the vendor's copy warps (one warp for small vocabularies: the walk is then all that counts)."""
-    return _streaming_warps(block_v, config.warp_size, config.copy_num_warps)
-
-
-def _streaming_warps(block_v: int, warp_size: int, most: int) -> int:
-    return max(1, min(most, block_v // (4 * warp_size)))
-
-
-@functools.lru_cache(maxsize=1024)
 def walk_tile(config: LaunchConfig, vocab: int, copy_tile: bool = False) -> tuple[int, int]:
     """(fp32 lanes per step, warps) of a program walking a row of ``vocab``: the vendor's vocabulary
-    tile (``config.vocab_block_bytes``), or the copy tile where it sets none or ``copy_tile``."""
-    if copy_tile or not config.vocab_block_bytes:
-        block_v = vocab_block(config, vocab)
-        return block_v, vocab_warps(config, block_v)
-    block_v = min(next_power_of_2(config.vocab_block_bytes // 4), next_power_of_2(vocab))
-    return block_v, _streaming_warps(
-        block_v, config.warp_size, config.vocab_num_warps or config.copy_num_warps
-    )
+    tile (``config.vocab_block_bytes``), or its copy tile where it sets none or ``copy_tile``. Its
+    warps: the tile's, fewer where a thread would get under 16 bytes (one warp for small
+    vocabularies: the walk is then all that counts)."""
+    if config.vocab_block_bytes and not copy_tile:
+        block_bytes, most = config.vocab_block_bytes, config.vocab_num_warps or config.copy_num_warps
+    else:
+        block_bytes, most = config.copy_block_bytes, config.copy_num_warps
+    block_v = min(next_power_of_2(block_bytes // 4), next_power_of_2(vocab))
+    return block_v, max(1, min(most, block_v // (4 * config.warp_size)))
 
 
 # --------------------------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ import triton.language as tl
 from ..._constants import FULL_MASK, QLEN_ONLY, QLEN_ONLY_BITPACKING, SIGNED_OF
 from .config import LaunchConfig
 from .launch import Launch, cdiv, kernel, next_power_of_2
-from .sizing import request_warps, vocab_block, vocab_warps
+from .sizing import request_warps, walk_tile
 
 #: Bitpacked mask items are ORed bitwise: unsigned items are handed to Triton as the signed type of
 #: the same size (a view, not a copy), which every Triton backend addresses.
@@ -492,14 +492,14 @@ def _verify_tree_launch(config: LaunchConfig, bs: int, num_nodes: int, vocab: in
         return _verify_tree_kernel.at(
             (bs,), SAMPLING=False, PAIR_PROBS=False, BLOCK_D=block_d, BLOCK_V=1, num_warps=num_warps
         )
-    block_v = vocab_block(config, vocab)
+    block_v, walk_warps = walk_tile(config, vocab)
     return _verify_tree_kernel.at(
         (bs,),
         SAMPLING=True,
         PAIR_PROBS=block_d <= _MAX_PAIR_PROBS_NODES,
         BLOCK_D=block_d,
         BLOCK_V=block_v,
-        num_warps=max(num_warps, vocab_warps(config, block_v)),
+        num_warps=max(num_warps, walk_warps),
     )
 
 
@@ -637,9 +637,9 @@ def _chain_speculative_sampling(
 
 @functools.lru_cache(maxsize=1024)
 def _chain_sampling_launch(config: LaunchConfig, bs: int, num_nodes: int, vocab: int) -> Launch:
-    block_v = vocab_block(config, vocab)
+    block_v, num_warps = walk_tile(config, vocab)
     return _chain_sampling_kernel.at(
-        (bs,), BLOCK_D=next_power_of_2(num_nodes), BLOCK_V=block_v, num_warps=vocab_warps(config, block_v)
+        (bs,), BLOCK_D=next_power_of_2(num_nodes), BLOCK_V=block_v, num_warps=num_warps
     )
 
 
