@@ -247,6 +247,15 @@ VOCABULARY_TILE = dataclasses.replace(INTERPRETER, vocab_block_bytes=1024, vocab
 SAMPLING_ROWS = [(0, 6, INTERPRETER), (1, 6, INTERPRETER), (2, 300, INTERPRETER), (3, 600, VOCABULARY_TILE)]
 
 
+def test_the_sampling_walks_take_the_vocabulary_tile():
+    few = dataclasses.replace(VOCABULARY_TILE, copy_tile_programs=4)
+    verify = tree_kernels._verify_tree_launch
+    assert verify(few, 3, 8, 600).options["BLOCK_V"] == 256
+    assert verify(few, 4, 8, 600).options["BLOCK_V"] == 64  # as many requests as copy_tile_programs
+    assert verify(INTERPRETER, 3, 8, 600).options["BLOCK_V"] == 64  # no vocabulary tile set
+    assert tree_kernels._chain_sampling_launch(few, 64, 5, 600).options["BLOCK_V"] == 256  # at any batch
+
+
 @pytest.mark.parametrize("num_nodes", [8, 20])  # 20: probabilities loaded per step, not up front
 @pytest.mark.parametrize("seed, vocab, config", SAMPLING_ROWS)
 def test_tree_sampling_garbage_links_and_tokens(seed, vocab, config, num_nodes):

@@ -79,7 +79,7 @@ SMALL_GRID = dataclasses.replace(INTERPRETER, max_grid=2)
 
 #: A vocabulary tile of 256 lanes (four copy tiles) over 2 warps; fast_topk and fast_sample walk in
 #: the copy tile from 4 programs on, their rows never split.
-TILED = dataclasses.replace(VOCABULARY_TILE, top_copy_tile_programs=4, split_top_lanes=1 << 30)
+TILED = dataclasses.replace(VOCABULARY_TILE, copy_tile_programs=4, split_top_lanes=1 << 30)
 #: Several vocabulary tiles, the last one partial.
 TILED_VOCAB = 2 * 256 + 37
 #: The softmax walks in the copy tile, and in the vocabulary tile; programs take several rows.

@@ -7,8 +7,9 @@ from .detection import probe
 #: Copies: 8 KiB tiles with 4 warps (the H200 sweep in docs/performance.md); the renormalisation
 #: splits rows below 1024 of them (the H200 sweep in docs/bench/sweep-renorm-h200-6cc870c.json), and
 #: top-k's keeping launch finds tau below 1024 rows only (docs/bench/notes.md, on the finisher). The
-#: walks over the vocabulary take 32 KiB tiles with 16 warps, fast_topk and fast_sample from 512
-#: programs on the copy tile (the H200 sweep in docs/bench/sweep-vocab-tile-h200-bda43c5.json).
+#: walks over the vocabulary take 32 KiB tiles with 16 warps; fast_topk, fast_sample and the tree
+#: sampling verify keep the copy tile from 512 programs on (the H200 sweeps in
+#: docs/bench/sweep-vocab-tile-h200-bda43c5.json and docs/bench/sweep-tree-tile-h200-c2f2d9d.json).
 TRITON_CONFIG = LaunchConfig(
     "hopper",
     num_warps=4,
@@ -19,7 +20,7 @@ TRITON_CONFIG = LaunchConfig(
     row_finish_rows=1024,
     vocab_block_bytes=32768,
     vocab_num_warps=16,
-    top_copy_tile_programs=512,
+    copy_tile_programs=512,
 )
 
 #: The family leaves these to torch where a vendor's vocabulary tile is unmeasured; with hopper's,

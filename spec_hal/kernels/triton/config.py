@@ -43,10 +43,12 @@ class LaunchConfig:
             are few (each row one) a wider tile than the copies' keeps more bytes in flight. 0: the
             copy tile.
         vocab_num_warps: warps per program of that tile (0: ``copy_num_warps``).
-        top_copy_tile_programs: the fewest programs (rows, or chunks of split rows, in the copy
-            tile) from which ``fast_topk`` and ``fast_sample`` walk in the copy tile all the same:
-            the best set's reductions at each step cost more over the wider tile, and that many
-            programs keep memory busy with the narrower one.
+        copy_tile_programs: the fewest programs (in the copy tile: rows, or chunks of split rows)
+            from which the walks that do more than stream at each step (``fast_topk`` and
+            ``fast_sample``, which reduce their best set; the tree sampling verify, whose program
+            also holds its request's node tiles) walk in the copy tile all the same: that work
+            costs more over the wider tile, and that many programs keep memory busy with the
+            narrower one.
         max_grid: largest grid dimension the device accepts (programs loop beyond it).
     """
 
@@ -64,7 +66,7 @@ class LaunchConfig:
     split_top_lanes: int = 65536
     vocab_block_bytes: int = 0
     vocab_num_warps: int = 0
-    top_copy_tile_programs: int = 1 << 30
+    copy_tile_programs: int = 1 << 30
     max_grid: int = 65535
     _hash: int = field(init=False, repr=False, compare=False)
 

@@ -4,7 +4,7 @@
 One program per row (programs take several rows beyond ``config.max_grid``; ``fast_topk`` and
 ``fast_sample`` split few rows, below), streaming the row in blocks of the vendor's vocabulary tile
 (``config.vocab_block_bytes``; its copy tile where it sets none, and for ``fast_topk`` and
-``fast_sample`` from ``config.top_copy_tile_programs`` programs on).
+``fast_sample`` from ``config.copy_tile_programs`` programs on).
 
 * ``fast_topk`` / ``fast_sample``: the k largest *keys* of a row, where a key is an integer that
   orders like the float it comes from (NaN above +inf, -0 equal to +0) and ties go to the lowest
@@ -390,12 +390,12 @@ def _top_launches(config: LaunchConfig, rows: int, n: int, race: bool, wide: boo
     programs) or are shorter than ``config.split_top_lanes``; else each row split into chunks of
     whole blocks, one program per (chunk, row) storing its chunk's best set, and a launch merging
     each row's sets: few rows would leave most of the device idle, each program reading a whole
-    row. Blocks of the vocabulary tile, or of the copy tile from ``config.top_copy_tile_programs``
+    row. Blocks of the vocabulary tile, or of the copy tile from ``config.copy_tile_programs``
     programs on (counted in the copy tile)."""
     grid_rows = min(rows, config.max_grid)
     block, num_warps = walk_tile(config, n, copy_tile=True)
     chunk, num_chunks = _top_chunks(config, rows, n, block)
-    if num_chunks * grid_rows < config.top_copy_tile_programs:
+    if num_chunks * grid_rows < config.copy_tile_programs:
         block, num_warps = walk_tile(config, n)
         chunk, num_chunks = _top_chunks(config, rows, n, block)
     constexprs = {"RACE": race, "WIDE": wide, "TOP": top, "BLOCK": block, "num_warps": num_warps}
