@@ -173,6 +173,8 @@ class _Config:  # stands in for kernels.triton.config.LaunchConfig (which needs 
     copy_num_warps: int = 4
     copy_block_bytes: int = 8192
     row_programs: int = 256
+    vocab_block_bytes: int = 32768
+    vocab_num_warps: int = 16
 
 
 def test_sweep_candidates_cross_tile_sizes_with_warp_counts():
@@ -187,7 +189,14 @@ def test_sweep_candidates_cross_tile_sizes_with_warp_counts():
         (32768, 4),
         (32768, 8),
     ]
-    assert all(c.num_warps == 2 and c.row_programs == 256 for c in found)  # only the copy parameters change
+    # the vocabulary tile is the copy tile's
+    assert [(c.vocab_block_bytes, c.vocab_num_warps) for c in found] == [
+        (8192, 4),
+        (8192, 8),
+        (32768, 4),
+        (32768, 8),
+    ]
+    assert all(c.num_warps == 2 and c.row_programs == 256 for c in found)  # only the tiles change
 
 
 def test_sweep_candidates_cross_row_programs_when_asked():

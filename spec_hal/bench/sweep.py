@@ -3,7 +3,8 @@ and of the passes over the vocabulary under alternative launch configurations.
 
 For each op, the Triton family's launcher of the op is registered for the device's vendor with each
 candidate :class:`~spec_hal.kernels.triton.config.LaunchConfig` in turn (the vendor's own
-configuration first, then it with every tile size x warp count asked for) and timed at the bench's
+configuration first, then it with every tile size x warp count asked for, as the copy tile and as
+the vocabulary tile: each op reads the one it walks in) and timed at the bench's
 large sizes (or bs 64 / 512). This is exploration that picks a vendor's configuration; figures for
 docs come from ``spec-hal bench`` itself. The vendor's configuration is registered again when the
 sweep ends.
@@ -30,8 +31,8 @@ from ..registry import TRITON
 from ..testing import use_provider
 from . import LARGE_SIZES, TYPICAL, VOCABULARY_OPS, _accepted, _size_label, builders, bytes_moved, time_graph
 
-#: The ops a sweep times: the Triton family's copies and passes over the vocabulary, whose tile size
-#: (``copy_block_bytes``) and warp count (``copy_num_warps``) a vendor chooses.
+#: The ops a sweep times: the Triton family's copies and passes over the vocabulary, whose tile sizes
+#: (``copy_block_bytes``, ``vocab_block_bytes``) and warp counts a vendor chooses.
 SWEEP_OPS: tuple[str, ...] = (
     "scatter_mamba_states_after_mtp_verify",
     "move_kv_cache",
@@ -39,6 +40,8 @@ SWEEP_OPS: tuple[str, ...] = (
     "generate_draft_decode_kv_indices",
     "commit_mamba_states_after_verify",
     *VOCABULARY_OPS,
+    "tree_speculative_sampling_target_only",
+    "chain_speculative_sampling",
 )
 #: Tile sizes in KiB and warp counts tried when neither the option nor the environment names them.
 DEFAULT_KIB = "8,16,32"
@@ -108,12 +111,13 @@ def row_programs(
 def candidates(
     base: Any, kib: Iterable[int], warps: Iterable[int], programs: Iterable[int] | None = None
 ) -> list[Any]:
-    """``base`` (a LaunchConfig) with each tile size (KiB) x warp count of the copies, named
-    ``copy<kib>k-w<warps>``, and with ``programs`` each ``row_programs`` of them too (``-rp<n>``);
-    tile sizes outer, in the order given."""
+    """``base`` (a LaunchConfig) with each tile size (KiB) x warp count as its copy tile and, where
+    it has one, its vocabulary tile, named ``copy<kib>k-w<warps>``, and with ``programs`` each
+    ``row_programs`` of them too (``-rp<n>``); tile sizes outer, in the order given."""
     warps = list(warps)
     suffixed = programs is not None
     counts = list(programs) if programs is not None else [base.row_programs]
+    has_vocabulary_tile = "vocab_block_bytes" in {f.name for f in dataclasses.fields(base)}
     return [
         dataclasses.replace(
             base,
@@ -121,6 +125,7 @@ def candidates(
             copy_block_bytes=k << 10,
             copy_num_warps=w,
             row_programs=p,
+            **({"vocab_block_bytes": k << 10, "vocab_num_warps": w} if has_vocabulary_tile else {}),
         )
         for k in kib
         for w in warps
