@@ -187,14 +187,17 @@ def _recording(
 
 
 #: Sizes that reach kernels the bench's sizes never launch: the two-launch move of one segment
-#: longer than a chunk (``segment_lens=None``), which the bench does not time; top-k's row walk, and
-#: fast_topk's (one program per row).
+#: longer than a chunk (``segment_lens=None``), which the bench does not time; top-k's row walk;
+#: fast_topk's one program per row in the copy tile, and its and fast_sample's rows split in the
+#: vocabulary tile.
 COVERAGE_SIZES: dict[str, list[dict[str, Any]]] = {
     "move_kv_cache": [{"bs": 64, "num_steps": 3, "segmented": False}],
     # A few rows of one copy tile: one program walks each.
     "top_k_renorm_prob": [{"bs": 4, "vocab": 1000}],
-    # Rows enough to fill the device: one program walks each, where the bench's batches split them.
-    "fast_topk": [{"topk": 4, "vocab": 32768, "bs": 2048}],
+    # Rows enough to fill the device: one program walks each, where the bench's batches split them;
+    # one long row: too few programs for the copy tile, split into chunks of the vocabulary tile.
+    "fast_topk": [{"topk": 4, "vocab": 32768, "bs": 2048}, {"topk": 4, "vocab": 131072, "bs": 1}],
+    "fast_sample": [{"vocab": 131072, "bs": 1}],
 }
 
 

@@ -480,13 +480,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--sweep-kib",
         type=_counts,
         metavar="LIST",
-        help="with --sweep: copy tile sizes in KiB, comma-separated (default: $SWEEP_KIB, else 8,16,32)",
+        help="with --sweep: tile sizes in KiB, each as both the copy and the vocabulary tile, comma-separated "
+        "(default: $SWEEP_KIB, else 8,16,32)",
     )
     bench.add_argument(
         "--sweep-warps",
         type=_counts,
         metavar="LIST",
-        help="with --sweep: copy warp counts, comma-separated (default: $SWEEP_WARPS, else 4,8)",
+        help="with --sweep: the tiles' warp counts, comma-separated (default: $SWEEP_WARPS, else 4,8,16)",
     )
     bench.add_argument(
         "--sweep-row-programs",

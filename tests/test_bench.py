@@ -182,7 +182,7 @@ def test_sweep_candidates_cross_tile_sizes_with_warp_counts():
 
     base = _Config("hopper", num_warps=2)
     found = candidates(base, [8, 32], [4, 8])
-    assert [c.name for c in found] == ["copy8k-w4", "copy8k-w8", "copy32k-w4", "copy32k-w8"]
+    assert [c.name for c in found] == ["tile8k-w4", "tile8k-w8", "tile32k-w4", "tile32k-w8"]
     assert [(c.copy_block_bytes, c.copy_num_warps) for c in found] == [
         (8192, 4),
         (8192, 8),
@@ -204,10 +204,10 @@ def test_sweep_candidates_cross_row_programs_when_asked():
 
     found = candidates(_Config("hopper"), [8], [4, 8], [128, 1024])
     assert [c.name for c in found] == [
-        "copy8k-w4-rp128",
-        "copy8k-w4-rp1024",
-        "copy8k-w8-rp128",
-        "copy8k-w8-rp1024",
+        "tile8k-w4-rp128",
+        "tile8k-w4-rp1024",
+        "tile8k-w8-rp128",
+        "tile8k-w8-rp1024",
     ]
     assert [(c.copy_num_warps, c.row_programs) for c in found] == [(4, 128), (4, 1024), (8, 128), (8, 1024)]
     assert row_programs(None, {}) is None  # the vendor's own only
@@ -220,7 +220,7 @@ def test_sweep_candidates_cross_row_programs_when_asked():
 def test_sweep_counts_come_from_the_option_then_the_environment_then_the_defaults():
     from spec_hal.bench.sweep import parse_counts, tile_kib, warp_counts
 
-    assert tile_kib(None, {}) == [8, 16, 32] and warp_counts(None, {}) == [4, 8]
+    assert tile_kib(None, {}) == [8, 16, 32] and warp_counts(None, {}) == [4, 8, 16]
     environ = {"SWEEP_KIB": "4,128", "SWEEP_WARPS": "16"}
     assert tile_kib(None, environ) == [4, 128] and warp_counts(None, environ) == [16]
     assert tile_kib([2], environ) == [2] and warp_counts([1], environ) == [1]
@@ -233,8 +233,8 @@ def test_sweep_counts_come_from_the_option_then_the_environment_then_the_default
 
 
 def test_sweep_ops_are_the_copy_bound_and_vocabulary_triton_ops():
-    from spec_hal.bench import LARGE_SIZES, VOCABULARY_OPS, builders
-    from spec_hal.bench.sweep import SWEEP_OPS, sizes_of, sweep_ops
+    from spec_hal.bench import LARGE_SIZES, builders
+    from spec_hal.bench.sweep import SWEEP_OPS, WALK_OPS, sizes_of, sweep_ops
 
     assert sweep_ops(None) == list(SWEEP_OPS)
     assert sweep_ops({"move_kv_cache", "scatter_mamba_states_after_mtp_verify"}) == [
@@ -246,10 +246,16 @@ def test_sweep_ops_are_the_copy_bound_and_vocabulary_triton_ops():
     known = builders()
     for op in SWEEP_OPS:
         assert op in known, f"no inputs to sweep {op} with"
-        small = [{"bs": 1}, {"bs": 64}] if op in VOCABULARY_OPS else []
-        assert sizes_of(op) == small + LARGE_SIZES.get(op, [{"bs": 64}, {"bs": 512}])
-    # a vocabulary op sweeps its large sizes and the batches its rows alone do not fill the device at
-    assert sizes_of("fast_topk") == [{"bs": 1}, {"bs": 64}, *LARGE_SIZES["fast_topk"]]
+        swept, large = sizes_of(op), LARGE_SIZES.get(op, [{"bs": 64}, {"bs": 512}])
+        assert swept[-len(large) :] == large
+        at_typical_vocabulary = [s["bs"] for s in swept if s.get("vocab", 32768) == 32768]
+        assert len(set(at_typical_vocabulary)) == len(at_typical_vocabulary), op  # no size twice
+        if op in WALK_OPS:
+            assert {1, 64, 512} <= set(at_typical_vocabulary), op
+    # an op walking the vocabulary sweeps its large sizes, batches its rows alone do not fill the
+    # device at, and one past the walks' copy_tile_programs
+    assert sizes_of("fast_topk") == [{"bs": 1}, {"bs": 64}, {"bs": 512}, *LARGE_SIZES["fast_topk"]]
+    assert sizes_of("chain_speculative_sampling")[:2] == [{"bs": 1}, {"bs": 512}]  # its bs 64 is a large size
 
 
 def test_every_swept_op_has_a_triton_launcher():

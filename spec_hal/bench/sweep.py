@@ -31,6 +31,12 @@ from ..registry import TRITON
 from ..testing import use_provider
 from . import LARGE_SIZES, TYPICAL, VOCABULARY_OPS, _accepted, _size_label, builders, bytes_moved, time_graph
 
+#: The ops that walk rows of the vocabulary (one program per row or request, or per chunk of one).
+WALK_OPS: tuple[str, ...] = (
+    *VOCABULARY_OPS,
+    "tree_speculative_sampling_target_only",
+    "chain_speculative_sampling",
+)
 #: The ops a sweep times: the Triton family's copies and passes over the vocabulary, whose tile sizes
 #: (``copy_block_bytes``, ``vocab_block_bytes``) and warp counts a vendor chooses.
 SWEEP_OPS: tuple[str, ...] = (
@@ -39,13 +45,11 @@ SWEEP_OPS: tuple[str, ...] = (
     "move_accept_tokens_to_target_kvcache",
     "generate_draft_decode_kv_indices",
     "commit_mamba_states_after_verify",
-    *VOCABULARY_OPS,
-    "tree_speculative_sampling_target_only",
-    "chain_speculative_sampling",
+    *WALK_OPS,
 )
 #: Tile sizes in KiB and warp counts tried when neither the option nor the environment names them.
 DEFAULT_KIB = "8,16,32"
-DEFAULT_WARPS = "4,8"
+DEFAULT_WARPS = "4,8,16"
 #: Sizes of an op without large sizes in the bench.
 DEFAULT_SWEEP_SIZES: list[dict[str, Any]] = [{"bs": 64}, {"bs": 512}]
 
@@ -87,13 +91,13 @@ def _chosen(
 
 
 def tile_kib(given: list[int] | None = None, environ: Mapping[str, str] | None = None) -> list[int]:
-    """The copy tile sizes (KiB) to try: ``given`` (``--sweep-kib``), else ``SWEEP_KIB``, else
+    """The tile sizes (KiB) to try: ``given`` (``--sweep-kib``), else ``SWEEP_KIB``, else
     :data:`DEFAULT_KIB`."""
     return _chosen(given, "SWEEP_KIB", DEFAULT_KIB, environ)
 
 
 def warp_counts(given: list[int] | None = None, environ: Mapping[str, str] | None = None) -> list[int]:
-    """The copy warp counts to try: ``given`` (``--sweep-warps``), else ``SWEEP_WARPS``, else
+    """The warp counts to try: ``given`` (``--sweep-warps``), else ``SWEEP_WARPS``, else
     :data:`DEFAULT_WARPS`."""
     return _chosen(given, "SWEEP_WARPS", DEFAULT_WARPS, environ)
 
@@ -111,21 +115,22 @@ def row_programs(
 def candidates(
     base: Any, kib: Iterable[int], warps: Iterable[int], programs: Iterable[int] | None = None
 ) -> list[Any]:
-    """``base`` (a LaunchConfig) with each tile size (KiB) x warp count as its copy tile and, where
-    it has one, its vocabulary tile, named ``copy<kib>k-w<warps>``, and with ``programs`` each
-    ``row_programs`` of them too (``-rp<n>``); tile sizes outer, in the order given."""
+    """``base`` (a LaunchConfig) with each tile size (KiB) x warp count as both its copy tile and its
+    vocabulary tile (each op reads the one it walks in), named ``tile<kib>k-w<warps>``, and with
+    ``programs`` each ``row_programs`` of them too (``-rp<n>``); tile sizes outer, in the order
+    given."""
     warps = list(warps)
     suffixed = programs is not None
     counts = list(programs) if programs is not None else [base.row_programs]
-    has_vocabulary_tile = "vocab_block_bytes" in {f.name for f in dataclasses.fields(base)}
     return [
         dataclasses.replace(
             base,
-            name=f"copy{k}k-w{w}" + (f"-rp{p}" if suffixed else ""),
+            name=f"tile{k}k-w{w}" + (f"-rp{p}" if suffixed else ""),
             copy_block_bytes=k << 10,
             copy_num_warps=w,
             row_programs=p,
-            **({"vocab_block_bytes": k << 10, "vocab_num_warps": w} if has_vocabulary_tile else {}),
+            vocab_block_bytes=k << 10,
+            vocab_num_warps=w,
         )
         for k in kib
         for w in warps
@@ -149,11 +154,13 @@ def sweep_ops(requested: Iterable[str] | None) -> list[str]:
 
 
 def sizes_of(op: str) -> list[dict[str, Any]]:
-    """The sizes an op is swept at: the bench's large sizes of the op (a vocabulary op also at bs 1
-    and 64 of the typical vocabulary, where its rows alone do not fill the device), else bs 64 and
-    512."""
-    small_batches = [{"bs": 1}, {"bs": 64}] if op in VOCABULARY_OPS else []
-    return [*small_batches, *(LARGE_SIZES.get(op) or DEFAULT_SWEEP_SIZES)]
+    """The sizes an op is swept at: the bench's large sizes of the op (an op walking the vocabulary
+    also at bs 1, 64 and 512 of the typical vocabulary: few programs, and as many as make the walks
+    that do more than stream take the copy tile), else bs 64 and 512."""
+    large = LARGE_SIZES.get(op) or DEFAULT_SWEEP_SIZES
+    typical = {s["bs"] for s in large if s.get("vocab", TYPICAL["vocab"]) == TYPICAL["vocab"]}
+    small_batches = [{"bs": b} for b in (1, 64, 512) if b not in typical] if op in WALK_OPS else []
+    return [*small_batches, *large]
 
 
 def format_line(row: dict[str, Any]) -> str:
@@ -217,6 +224,9 @@ def run(
                                 "config": config.name,
                                 "copy_block_bytes": config.copy_block_bytes,
                                 "copy_num_warps": config.copy_num_warps,
+                                "vocab_block_bytes": config.vocab_block_bytes,
+                                "vocab_num_warps": config.vocab_num_warps,
+                                "copy_tile_programs": config.copy_tile_programs,
                                 "row_programs": config.row_programs,
                                 "size": _size_label(s),
                                 "graph_us": round(us, 2),
@@ -234,6 +244,7 @@ __all__ = [
     "DEFAULT_KIB",
     "DEFAULT_WARPS",
     "SWEEP_OPS",
+    "WALK_OPS",
     "candidates",
     "parse_counts",
     "row_programs",

@@ -1,5 +1,5 @@
-"""Family D's topk = 1 Triton kernels (interpreted) against the portable references (the other D
-ops stay portable). Helpers and the kinds of checks: see ``test_tree.py``."""
+"""Family D's topk = 1 Triton kernels (interpreted) against the portable references (the walks over
+the vocabulary: ``test_vocab.py``). Helpers and the kinds of checks: see ``test_tree.py``."""
 
 from __future__ import annotations
 

@@ -244,7 +244,7 @@ def test_verify_tree_greedy_garbage_links(seed):
 #: The interpreter's configuration with a vocabulary tile of 256 lanes over 2 warps (four copy tiles).
 VOCABULARY_TILE = dataclasses.replace(INTERPRETER, vocab_block_bytes=1024, vocab_num_warps=2)
 #: (seed, vocab, configuration): several blocks over V at 300 lanes, and at 600 in the vocabulary tile.
-SAMPLING_ROWS = [(0, 6, INTERPRETER), (1, 6, INTERPRETER), (2, 300, INTERPRETER), (3, 600, VOCABULARY_TILE)]
+SAMPLING_CASES = [(0, 6, INTERPRETER), (1, 6, INTERPRETER), (2, 300, INTERPRETER), (3, 600, VOCABULARY_TILE)]
 
 
 def test_the_sampling_walks_take_the_vocabulary_tile():
@@ -257,7 +257,7 @@ def test_the_sampling_walks_take_the_vocabulary_tile():
 
 
 @pytest.mark.parametrize("num_nodes", [8, 20])  # 20: probabilities loaded per step, not up front
-@pytest.mark.parametrize("seed, vocab, config", SAMPLING_ROWS)
+@pytest.mark.parametrize("seed, vocab, config", SAMPLING_CASES)
 def test_tree_sampling_garbage_links_and_tokens(seed, vocab, config, num_nodes):
     gen = torch.Generator().manual_seed(seed)
     bs, width = 4, 4
@@ -284,7 +284,7 @@ def test_tree_sampling_garbage_links_and_tokens(seed, vocab, config, num_nodes):
     )
 
 
-@pytest.mark.parametrize("seed, vocab, config", SAMPLING_ROWS)
+@pytest.mark.parametrize("seed, vocab, config", SAMPLING_CASES)
 def test_chain_sampling_garbage_tokens_and_ids(seed, vocab, config):
     gen = torch.Generator().manual_seed(seed)
     bs, num_nodes = 4, 5

@@ -28,6 +28,7 @@ from triton_family.test_tree import (
 from spec_hal.conformance.cases import sampling as sampling_cases
 from spec_hal.kernels.triton import vocab as vocab_kernels
 from spec_hal.kernels.triton.config import INTERPRETER
+from spec_hal.kernels.triton.sizing import walk_tile
 
 OPS = ("fast_topk", "fast_sample", "renorm_draft_probs", "sample_draft_proposal")
 #: Several interpreter tiles (64 lanes), the last one partial.
@@ -80,13 +81,11 @@ SMALL_GRID = dataclasses.replace(INTERPRETER, max_grid=2)
 #: A vocabulary tile of 256 lanes (four copy tiles) over 2 warps; fast_topk and fast_sample walk in
 #: the copy tile from 4 programs on, their rows never split.
 TILED = dataclasses.replace(VOCABULARY_TILE, copy_tile_programs=4, split_top_lanes=1 << 30)
+TILED_SMALL_GRID = dataclasses.replace(TILED, max_grid=2)
 #: Several vocabulary tiles, the last one partial.
 TILED_VOCAB = 2 * 256 + 37
 #: The softmax walks in the copy tile, and in the vocabulary tile; programs take several rows.
-SOFTMAX_WALKS = {
-    "copy_tile": (SMALL_GRID, BLOCKS),
-    "vocabulary_tile": (dataclasses.replace(TILED, max_grid=2), TILED_VOCAB),
-}
+SOFTMAX_WALKS = {"copy_tile": (SMALL_GRID, BLOCKS), "vocabulary_tile": (TILED_SMALL_GRID, TILED_VOCAB)}
 
 
 def _gen(seed: int) -> torch.Generator:
@@ -157,10 +156,18 @@ def test_fast_topk_ties_go_to_the_lowest_index(k):
 SPLIT_ROWS = dataclasses.replace(INTERPRETER, row_programs=64, max_grid=2)
 SPLIT_VOCAB = 2 * 192 + 5
 
-#: Rows walked in chunks over programs, or whole in the vocabulary tile, each over several blocks.
+#: Rows split in the vocabulary tile: in the copy tile, 6 chunks of each of 2 rows in flight (the
+#: grid's cap) are fewer than 16 programs, so each row is split into 2 chunks of 3 vocabulary tiles.
+SPLIT_TILED = dataclasses.replace(
+    VOCABULARY_TILE, row_programs=64, split_top_lanes=256, copy_tile_programs=16, max_grid=2
+)
+SPLIT_TILED_VOCAB = 4 * 256 + 37
+#: Rows walked in chunks over programs, or whole in the vocabulary tile, or in chunks of it; each
+#: over several blocks.
 WALKS = {
     "split_rows": (SPLIT_ROWS, SPLIT_VOCAB),
-    "vocabulary_tile": (dataclasses.replace(TILED, max_grid=2), TILED_VOCAB),
+    "vocabulary_tile": (TILED_SMALL_GRID, TILED_VOCAB),
+    "split_vocabulary_tile": (SPLIT_TILED, SPLIT_TILED_VOCAB),
 }
 
 
@@ -271,6 +278,9 @@ def test_few_programs_walk_the_vocabulary_tile():
         ((1,), 256),  # 3 chunks are too few: the row whole, in the vocabulary tile
         ((3, 2), 64),
     ]
+    split_tiled = first_launch(SPLIT_TILED, 4, SPLIT_TILED_VOCAB)
+    assert (split_tiled.grid, split_tiled.options["BLOCK"]) == ((2, 2), 256)
+    assert walk_tile(dataclasses.replace(TILED, vocab_num_warps=0), TILED_VOCAB) == (256, 1)  # copy warps
     # The softmax walks take the vocabulary tile at any batch.
     softmax = vocab_kernels._rows_launch(vocab_kernels._softmax_kernel, TILED, 64, TILED_VOCAB)
     assert softmax.options["BLOCK"] == 256

@@ -38,7 +38,8 @@ class LaunchConfig:
             tensor of host time; a shorter row's walk by one program takes less device time than
             that saves.
         vocab_block_bytes: bytes per program per step of the walks over a row of the vocabulary
-            (``fast_topk``, ``fast_sample``, ``renorm_draft_probs``, ``sample_draft_proposal``).
+            (``fast_topk``, ``fast_sample``, ``renorm_draft_probs``, ``sample_draft_proposal``, and
+            the pass over V of the tree and chain speculative sampling).
             A program walking a row waits on each step's loads before the next, so where programs
             are few (each row one) a wider tile than the copies' keeps more bytes in flight. 0: the
             copy tile.
@@ -48,7 +49,8 @@ class LaunchConfig:
             ``fast_sample``, which reduce their best set; the tree sampling verify, whose program
             also holds its request's node tiles) walk in the copy tile all the same: that work
             costs more over the wider tile, and that many programs keep memory busy with the
-            narrower one.
+            narrower one. The default: never. A tree verify's sums over V then run in the other
+            tile's order, so a sampled bonus token at a near-tie may differ across that batch.
         max_grid: largest grid dimension the device accepts (programs loop beyond it).
     """
 
