@@ -16,10 +16,10 @@ One program per row (programs take several rows beyond ``config.max_grid``; ``fa
   usually none once the set has settled; the set is then written in order (its ranks from a
   ``[k, k]`` comparison). Above ``_MAX_TOP`` (registers) the provider calls ``torch.topk``.
   Where the rows are too few to fill the device (``config.row_programs`` programs) and long
-  (``config.split_top_lanes``), each row is split into chunks of whole tiles: a program per (chunk, row) keeps its chunk's best set and stores
-  it, and a second launch folds each row's sets in chunk order (index order, as blocks come) by the
-  same steps, then writes them. The k best of a row are the k best of its chunks' best, so either
-  way gives the same ids.
+  (``config.split_top_lanes``), each row is split into chunks of whole tiles: a program per
+  (chunk, row) keeps its chunk's best set and stores it, and a second launch folds each row's sets
+  in chunk order (index order, as blocks come) by the same steps, then writes them. The k best of
+  a row are the k best of its chunks' best, so either way gives the same ids.
 * ``renorm_draft_probs``: a pass of running maxima and rescaled sums of ``exp`` (online softmax,
   per block), then a pass writing ``exp(x - max) / sum``; ``x = logits / temperature`` is an IEEE
   division, like the reference's.
