@@ -80,12 +80,37 @@ SMALL_GRID = dataclasses.replace(INTERPRETER, max_grid=2)
 
 #: A vocabulary tile of 256 lanes (four copy tiles) over 2 warps; fast_topk and fast_sample walk in
 #: the copy tile from 4 programs on, their rows never split.
-TILED = dataclasses.replace(VOCABULARY_TILE, copy_tile_programs=4, split_top_lanes=1 << 30)
+TILED = dataclasses.replace(VOCABULARY_TILE, copy_tile_programs=4, split_row_lanes=1 << 30)
 TILED_SMALL_GRID = dataclasses.replace(TILED, max_grid=2)
 #: Several vocabulary tiles, the last one partial.
 TILED_VOCAB = 2 * 256 + 37
-#: The softmax walks in the copy tile, and in the vocabulary tile; programs take several rows.
-SOFTMAX_WALKS = {"copy_tile": (SMALL_GRID, BLOCKS), "vocabulary_tile": (TILED_SMALL_GRID, TILED_VOCAB)}
+
+
+#: Rows split into chunks of three tiles (192 lanes: the interpreter's tiles are 64) where there are
+#: fewer than 64 rows (the interpreter's configuration splits rows from 256 lanes on); rows of
+#: SPLIT_VOCAB end in a chunk of 5 lanes, fewer than the largest k below (its set then holds
+#: placeholders).
+SPLIT_ROWS = dataclasses.replace(INTERPRETER, row_programs=64, max_grid=2)
+SPLIT_VOCAB = 2 * 192 + 5
+
+#: Rows split in the vocabulary tile: in the copy tile, 6 chunks of each of 2 rows in flight (the
+#: grid's cap) are fewer than 16 programs, so each row is split into 2 chunks of 3 vocabulary tiles.
+SPLIT_TILED = dataclasses.replace(
+    VOCABULARY_TILE, row_programs=64, split_row_lanes=256, copy_tile_programs=16, max_grid=2
+)
+SPLIT_TILED_VOCAB = 4 * 256 + 37
+#: Rows walked in chunks over programs, or whole in the vocabulary tile, or in chunks of it; each
+#: over several blocks.
+WALKS = {
+    "split_rows": (SPLIT_ROWS, SPLIT_VOCAB),
+    "vocabulary_tile": (TILED_SMALL_GRID, TILED_VOCAB),
+    "split_vocabulary_tile": (SPLIT_TILED, SPLIT_TILED_VOCAB),
+}
+#: The softmax walks in the copy tile, and in the vocabulary tile, and split (each row in chunks over
+#: programs); programs take several rows.
+SOFTMAX_WALKS = {"copy_tile": (SMALL_GRID, BLOCKS), "vocabulary_tile": (TILED_SMALL_GRID, TILED_VOCAB)} | {
+    f"softmax_{name}": WALKS[name] for name in ("split_rows", "split_vocabulary_tile")
+}
 
 
 def _gen(seed: int) -> torch.Generator:
@@ -149,28 +174,6 @@ def test_fast_topk_ties_go_to_the_lowest_index(k):
     assert torch.equal(out[0].signbit(), want_values.signbit())  # the stored value is the row's own
 
 
-#: Rows split into chunks of three tiles (192 lanes: the interpreter's tiles are 64) where there are
-#: fewer than 64 rows (the interpreter's configuration splits rows from 256 lanes on); rows of
-#: SPLIT_VOCAB end in a chunk of 5 lanes, fewer than the largest k below (its set then holds
-#: placeholders).
-SPLIT_ROWS = dataclasses.replace(INTERPRETER, row_programs=64, max_grid=2)
-SPLIT_VOCAB = 2 * 192 + 5
-
-#: Rows split in the vocabulary tile: in the copy tile, 6 chunks of each of 2 rows in flight (the
-#: grid's cap) are fewer than 16 programs, so each row is split into 2 chunks of 3 vocabulary tiles.
-SPLIT_TILED = dataclasses.replace(
-    VOCABULARY_TILE, row_programs=64, split_top_lanes=256, copy_tile_programs=16, max_grid=2
-)
-SPLIT_TILED_VOCAB = 4 * 256 + 37
-#: Rows walked in chunks over programs, or whole in the vocabulary tile, or in chunks of it; each
-#: over several blocks.
-WALKS = {
-    "split_rows": (SPLIT_ROWS, SPLIT_VOCAB),
-    "vocabulary_tile": (TILED_SMALL_GRID, TILED_VOCAB),
-    "split_vocabulary_tile": (SPLIT_TILED, SPLIT_TILED_VOCAB),
-}
-
-
 def test_rows_are_split_where_few_rows_would_leave_the_device_idle():
     plan = vocab_kernels._top_launches
     split = plan(SPLIT_ROWS, 4, SPLIT_VOCAB, False, False, 16)
@@ -178,8 +181,24 @@ def test_rows_are_split_where_few_rows_would_leave_the_device_idle():
     assert split.launches[0].grid == (3, 2)  # (chunks, rows up to max_grid)
     assert len(plan(SPLIT_ROWS, 64, SPLIT_VOCAB, False, False, 16).launches) == 1  # rows fill the device
     assert len(plan(SPLIT_ROWS, 4, 4 * 64 - 1, False, False, 16).launches) == 1  # not two chunks of two tiles
-    short = dataclasses.replace(SPLIT_ROWS, split_top_lanes=SPLIT_VOCAB + 1)
+    short = dataclasses.replace(SPLIT_ROWS, split_row_lanes=SPLIT_VOCAB + 1)
     assert len(plan(short, 4, SPLIT_VOCAB, False, False, 16).launches) == 1  # a row shorter than worth it
+
+
+def test_the_softmax_splits_few_long_rows_and_samples_through_the_merge():
+    plan = vocab_kernels._softmax_launches
+    for sample, kernels in ((False, ["_softmax_stats_kernel", "_softmax_chunk_kernel"]), (True, [
+        "_softmax_stats_kernel", "_softmax_chunk_kernel", "_top_merge_kernel",
+    ])):  # fmt: skip
+        split = plan(SPLIT_ROWS, 4, SPLIT_VOCAB, True, sample, sample)
+        assert [launch.kernel.jit.__name__ for launch in split.launches] == kernels
+        assert (split.chunk, split.num_chunks, split.launches[0].grid) == (192, 3, (3, 2))
+        assert [
+            launch.kernel.jit.__name__
+            for launch in plan(SPLIT_ROWS, 64, SPLIT_VOCAB, True, sample, sample).launches
+        ] == ["_softmax_kernel"]  # rows fill the device
+    short = dataclasses.replace(SPLIT_ROWS, split_row_lanes=SPLIT_VOCAB + 1)
+    assert plan(short, 4, SPLIT_VOCAB, False, False, False).num_chunks == 1
 
 
 def _tied_rows(seed: int, rows: int, vocab: int, dtype: torch.dtype) -> torch.Tensor:
@@ -273,7 +292,7 @@ def test_few_programs_walk_the_vocabulary_tile():
     assert first_launch(dataclasses.replace(TILED, max_grid=3), 9, TILED_VOCAB).options["BLOCK"] == 256
     assert first_launch(INTERPRETER, 1, TILED_VOCAB).options["BLOCK"] == 64  # no vocabulary tile set
     # Split rows count their chunks: 3 chunks of the copy tile, in 2 rows, reach 4 programs.
-    split = dataclasses.replace(TILED, row_programs=64, split_top_lanes=256)
+    split = dataclasses.replace(TILED, row_programs=64, split_row_lanes=256)
     assert [(a.grid, a.options["BLOCK"]) for a in [first_launch(split, r, TILED_VOCAB) for r in (1, 2)]] == [
         ((1,), 256),  # 3 chunks are too few: the row whole, in the vocabulary tile
         ((3, 2), 64),
@@ -282,5 +301,5 @@ def test_few_programs_walk_the_vocabulary_tile():
     assert (split_tiled.grid, split_tiled.options["BLOCK"]) == ((2, 2), 256)
     assert walk_tile(dataclasses.replace(TILED, vocab_num_warps=0), TILED_VOCAB) == (256, 1)  # copy warps
     # The softmax walks take the vocabulary tile at any batch.
-    softmax = vocab_kernels._rows_launch(vocab_kernels._softmax_kernel, TILED, 64, TILED_VOCAB)
+    (softmax,) = vocab_kernels._softmax_launches(TILED, 64, TILED_VOCAB, False, False, False).launches
     assert softmax.options["BLOCK"] == 256

@@ -33,10 +33,11 @@ class LaunchConfig:
             that keeps their bracket's values (its last program of each row bisects the kept
             values alone, which pays while few rows leave the device idle; with many rows those
             bisections outlast the digit launches they spare). 0: never; the default: at any batch.
-        split_top_lanes: the shortest row that ``fast_topk`` and ``fast_sample`` split into chunks
-            (fewer than ``row_programs`` rows). The split costs a second launch and a scratch
-            tensor of host time; a shorter row's walk by one program takes less device time than
-            that saves.
+        split_row_lanes: the shortest row that the walks over a row split into chunks, one program
+            each (fewer than ``row_programs`` rows): ``fast_topk``, ``fast_sample`` and the softmax of
+            ``renorm_draft_probs`` and ``sample_draft_proposal``. The split costs another launch (two
+            for the sampling softmax) and a scratch tensor of host time; a shorter row's walk by one
+            program takes less device time than that saves.
         vocab_block_bytes: bytes per program per step of the walks over a row of the vocabulary
             (``fast_topk``, ``fast_sample``, ``renorm_draft_probs``, ``sample_draft_proposal``, and
             the pass over V of the tree and chain speculative sampling).
@@ -65,7 +66,7 @@ class LaunchConfig:
     row_resident_lanes: int = 32768
     row_resident_top_k_rows: int = 32
     row_finish_rows: int = 1 << 30
-    split_top_lanes: int = 65536
+    split_row_lanes: int = 65536
     vocab_block_bytes: int = 0
     vocab_num_warps: int = 0
     copy_tile_programs: int = 1 << 30
@@ -93,5 +94,5 @@ INTERPRETER = LaunchConfig(
     row_programs=8,
     row_resident_lanes=256,
     row_resident_top_k_rows=2,
-    split_top_lanes=256,
+    split_row_lanes=256,
 )

@@ -1,8 +1,8 @@
 """Triton kernels of family D's passes over the vocabulary: ``fast_topk``, ``fast_sample``,
 ``renorm_draft_probs`` and ``sample_draft_proposal`` (the references: ``spec_hal/ops/sampling``).
 
-One program per row (programs take several rows beyond ``config.max_grid``; ``fast_topk`` and
-``fast_sample`` split few rows, below), streaming the row in blocks of the vendor's vocabulary tile
+One program per row (programs take several rows beyond ``config.max_grid``; few long rows are split
+into chunks, below), streaming the row in blocks of the vendor's vocabulary tile
 (``config.vocab_block_bytes``; its copy tile where it sets none, and for ``fast_topk`` and
 ``fast_sample`` from ``config.copy_tile_programs`` programs on).
 
@@ -16,7 +16,7 @@ One program per row (programs take several rows beyond ``config.max_grid``; ``fa
   usually none once the set has settled; the set is then written in order (its ranks from a
   ``[k, k]`` comparison). Above ``_MAX_TOP`` (registers) the provider calls ``torch.topk``.
   Where the rows are too few to fill the device (``config.row_programs`` programs) and long
-  (``config.split_top_lanes``), each row is split into chunks of whole tiles: a program per
+  (``config.split_row_lanes``), each row is split into chunks of whole tiles: a program per
   (chunk, row) keeps its chunk's best set and stores it, and a second launch folds each row's sets
   in chunk order (index order, as blocks come) by the same steps, then writes them. The k best of
   a row are the k best of its chunks' best, so either way gives the same ids.
@@ -26,6 +26,13 @@ One program per row (programs take several rows beyond ``config.max_grid``; ``fa
 * ``sample_draft_proposal``: the same two passes; the writing pass also runs the race over the q it
   writes (greedy rows: over q itself, without reading their noise), keeping per lane the best
   key, its id and its q, so ``q_x`` is the written value of ``q`` at ``x``.
+
+  Where the rows are too few to fill the device and long (the same rule as ``fast_topk``'s), the
+  softmax splits each row into chunks: a launch stores each chunk's max and sum, a second folds
+  them in chunk order and writes q over its chunk, and for sampling stores its chunk's best race
+  entry, which ``fast_topk``'s merge folds (reading ``q_x`` back from the written q). A row's sum
+  then adds in another order than the walk's: q may differ in the last bits across that boundary
+  of the batch size, and a sampled token at a near-tie with it.
 """
 
 from __future__ import annotations
@@ -40,7 +47,7 @@ import triton
 import triton.language as tl
 
 from .config import LaunchConfig
-from .launch import Kernel, Launch, cdiv, kernel, next_power_of_2
+from .launch import Launch, cdiv, kernel, next_power_of_2
 from .sizing import walk_tile
 
 #: Largest k (``fast_topk``) and num_samples (``fast_sample``) of the kernel: its set of the k best
@@ -387,17 +394,17 @@ class _TopLaunches(NamedTuple):
 @functools.lru_cache(maxsize=1024)
 def _top_launches(config: LaunchConfig, rows: int, n: int, race: bool, wide: bool, top: int) -> _TopLaunches:
     """A program per row walking it whole, where the rows fill the device (``config.row_programs``
-    programs) or are shorter than ``config.split_top_lanes``; else each row split into chunks of
+    programs) or are shorter than ``config.split_row_lanes``; else each row split into chunks of
     whole blocks, one program per (chunk, row) storing its chunk's best set, and a launch merging
     each row's sets: few rows would leave most of the device idle, each program reading a whole
     row. Blocks of the vocabulary tile, or of the copy tile from ``config.copy_tile_programs``
     programs on (counted in the copy tile)."""
     grid_rows = min(rows, config.max_grid)
     block, num_warps = walk_tile(config, n, copy_tile=True)
-    chunk, num_chunks = _top_chunks(config, rows, n, block)
+    chunk, num_chunks = _walk_chunks(config, rows, n, block)
     if num_chunks * grid_rows < config.copy_tile_programs:
         block, num_warps = walk_tile(config, n)
-        chunk, num_chunks = _top_chunks(config, rows, n, block)
+        chunk, num_chunks = _walk_chunks(config, rows, n, block)
     constexprs = {"RACE": race, "WIDE": wide, "TOP": top, "BLOCK": block, "num_warps": num_warps}
     if num_chunks == 1:
         return _TopLaunches((_top_kernel.at((grid_rows,), **constexprs),), n, 1)
@@ -408,22 +415,14 @@ def _top_launches(config: LaunchConfig, rows: int, n: int, race: bool, wide: boo
     return _TopLaunches((split, merge), chunk, num_chunks)
 
 
-def _top_chunks(config: LaunchConfig, rows: int, n: int, block: int) -> tuple[int, int]:
+def _walk_chunks(config: LaunchConfig, rows: int, n: int, block: int) -> tuple[int, int]:
     """(lanes of a chunk, chunks per row) of :func:`_top_launches` in blocks of ``block`` lanes
     (``(n, 1)``: rows whole)."""
     chunks_per_row = min(cdiv(config.row_programs, rows), n // (_MIN_CHUNK_BLOCKS * block))
-    if chunks_per_row < 2 or n < config.split_top_lanes:
+    if chunks_per_row < 2 or n < config.split_row_lanes:
         return n, 1
     chunk = cdiv(cdiv(n, chunks_per_row), block) * block
     return chunk, cdiv(n, chunk)
-
-
-@functools.lru_cache(maxsize=1024)
-def _rows_launch(row_kernel: Kernel, config: LaunchConfig, rows: int, n: int, **constexprs: object) -> Launch:
-    """A launch of one of this module's kernels: a program per row of ``n`` (programs loop past the
-    grid limit), walking it in blocks of the vocabulary tile."""
-    block, num_warps = walk_tile(config, n)
-    return row_kernel.at((min(rows, config.max_grid),), **constexprs, BLOCK=block, num_warps=num_warps)
 
 
 def _fast_topk(
@@ -498,6 +497,73 @@ def _scaled_logits(logits_row, stride_v, start, vocab, temperature, HAS_TEMPERAT
     return offsets, inside, x
 
 
+@triton.jit
+def _online_softmax(logits_row, stride_v, begin, end, temperature, HAS_TEMPERATURES: tl.constexpr,
+                    BLOCK: tl.constexpr):  # fmt: skip
+    """(max, sum of ``exp(x - max)``) over lanes ``[begin, end)`` of a row of ``x = logits /
+    temperature``: running maxima and rescaled sums, a block at a time (the max is -inf and the sum
+    0 where every x is -inf)."""
+    running_max = tl.full((), float("-inf"), tl.float32)
+    running_sum = tl.zeros((), tl.float32)
+    for start in range(begin, end, BLOCK):
+        _, _, x = _scaled_logits(logits_row, stride_v, start, end, temperature, HAS_TEMPERATURES, BLOCK)
+        new_max = tl.maximum(running_max, tl.max(x, 0))
+        # Exponents relative to 0 while every logit so far is -inf (exp(-inf - -inf) is NaN).
+        shift = tl.where(new_max == float("-inf"), 0.0, new_max)
+        running_sum = running_sum * tl.exp(running_max - shift) + tl.sum(tl.exp(x - shift), 0)
+        running_max = new_max
+    return running_max, running_sum
+
+
+@triton.jit
+def _row_temperature(temperatures_ptr, temperatures_stride, row, HAS_TEMPERATURES: tl.constexpr):
+    temperature = 1.0
+    if HAS_TEMPERATURES:
+        temperature = tl.load(temperatures_ptr + row * temperatures_stride)
+    return temperature
+
+
+@triton.jit
+def _write_softmax_range(
+    logits_row, logits_stride_v, begin, end, temperature, shift, inverse, q_row, q_stride_v, greedy, noise_ptr,
+    noise_stride_b, noise_stride_v, row, HAS_TEMPERATURES: tl.constexpr, SAMPLE: tl.constexpr, BLOCK: tl.constexpr,
+):  # fmt: skip
+    """``q = exp(x - shift) * inverse`` written over lanes ``[begin, end)``; ``SAMPLE``: per lane the
+    best race key there (``greedy``: of q itself, without reading row ``row`` of the noise), its
+    index and its q."""
+    best_key = tl.zeros([BLOCK], tl.int32) + _KEY32_MIN
+    best_index = tl.zeros([BLOCK], tl.int32) - 1
+    best_q = tl.zeros([BLOCK], tl.float32)
+    for start in range(begin, end, BLOCK):
+        offsets, inside, x = _scaled_logits(
+            logits_row, logits_stride_v, start, end, temperature, HAS_TEMPERATURES, BLOCK
+        )
+        q = tl.exp(x - shift) * inverse
+        tl.store(q_row + offsets.to(tl.int64) * q_stride_v, q, mask=inside)
+        if SAMPLE:
+            noise = tl.load(
+                noise_ptr + row * noise_stride_b + offsets.to(tl.int64) * noise_stride_v,
+                mask=inside & ~greedy,
+                other=1.0,
+            )
+            score = tl.where(greedy, q, tl.div_rn(q, tl.maximum(noise, _FLOAT32_TINY)))
+            keys = tl.where(inside, _ordered_key(score, False), _KEY32_MIN)
+            better = keys > best_key  # as _lane_best, carrying q along
+            best_key = tl.where(better, keys, best_key)
+            best_index = tl.where(better, offsets, best_index)
+            best_q = tl.where(better, q, best_q)
+    return best_key, best_index, best_q
+
+
+@triton.jit
+def _row_greedy(top_ks_ptr, top_ks_stride, row, HAS_TOP_KS: tl.constexpr):
+    """Whether the row samples greedily (``top_ks <= 1``)."""
+    greedy = tl.zeros((), tl.int1)
+    if HAS_TOP_KS:
+        greedy = tl.load(top_ks_ptr + row * top_ks_stride) <= 1
+    return greedy
+
+
 @kernel
 @triton.jit
 def _softmax_kernel(
@@ -515,53 +581,125 @@ def _softmax_kernel(
     for row in range(tl.program_id(0), batch, tl.num_programs(0)):
         row64 = tl.zeros((), tl.int64) + row
         logits_row = logits_ptr + row64 * logits_stride_b
-        temperature = 1.0
-        if HAS_TEMPERATURES:
-            temperature = tl.load(temperatures_ptr + row64 * temperatures_stride)
-        running_max = tl.full((), float("-inf"), tl.float32)
-        running_sum = tl.zeros((), tl.float32)
-        for start in range(0, vocab, BLOCK):
-            _, _, x = _scaled_logits(
-                logits_row, logits_stride_v, start, vocab, temperature, HAS_TEMPERATURES, BLOCK
-            )
-            new_max = tl.maximum(running_max, tl.max(x, 0))
-            # Exponents relative to 0 while every logit so far is -inf (exp(-inf - -inf) is NaN).
-            shift = tl.where(new_max == float("-inf"), 0.0, new_max)
-            running_sum = running_sum * tl.exp(running_max - shift) + tl.sum(tl.exp(x - shift), 0)
-            running_max = new_max
-        shift = tl.where(running_max == float("-inf"), 0.0, running_max)
-        inverse = 1.0 / running_sum
-        q_row = q_ptr + row64 * q_stride_b
-        if SAMPLE:
-            greedy = tl.zeros((), tl.int1)
-            if HAS_TOP_KS:
-                greedy = tl.load(top_ks_ptr + row64 * top_ks_stride) <= 1
-            noise_row = noise_ptr + row64 * noise_stride_b
-            best_key = tl.zeros([BLOCK], tl.int32) + _KEY32_MIN
-            best_index = tl.zeros([BLOCK], tl.int32) - 1
-            best_q = tl.zeros([BLOCK], tl.float32)
-        for start in range(0, vocab, BLOCK):
-            offsets, inside, x = _scaled_logits(
-                logits_row, logits_stride_v, start, vocab, temperature, HAS_TEMPERATURES, BLOCK
-            )
-            q = tl.exp(x - shift) * inverse
-            tl.store(q_row + offsets.to(tl.int64) * q_stride_v, q, mask=inside)
-            if SAMPLE:
-                # Greedy rows rank q itself and never read their noise.
-                noise = tl.load(
-                    noise_row + offsets.to(tl.int64) * noise_stride_v, mask=inside & ~greedy, other=1.0
-                )
-                score = tl.where(greedy, q, tl.div_rn(q, tl.maximum(noise, _FLOAT32_TINY)))
-                keys = tl.where(inside, _ordered_key(score, False), _KEY32_MIN)
-                better = keys > best_key  # as _lane_best, carrying q along
-                best_key = tl.where(better, keys, best_key)
-                best_index = tl.where(better, offsets, best_index)
-                best_q = tl.where(better, q, best_q)
+        temperature = _row_temperature(temperatures_ptr, temperatures_stride, row64, HAS_TEMPERATURES)
+        row_max, row_sum = _online_softmax(
+            logits_row, logits_stride_v, 0, vocab, temperature, HAS_TEMPERATURES, BLOCK
+        )
+        best_key, best_index, best_q = _write_softmax_range(
+            logits_row, logits_stride_v, 0, vocab, temperature, tl.where(row_max == float("-inf"), 0.0, row_max),
+            1.0 / row_sum, q_ptr + row64 * q_stride_b, q_stride_v,
+            _row_greedy(top_ks_ptr, top_ks_stride, row64, HAS_TOP_KS), noise_ptr, noise_stride_b, noise_stride_v,
+            row64, HAS_TEMPERATURES, SAMPLE, BLOCK,
+        )  # fmt: skip
         if SAMPLE:
             token = _first_best(best_key, best_index)
             # The lane holding the token (lane ids are the indices modulo BLOCK) kept its q.
             tl.store(q_x_ptr + row64 * q_x_stride, tl.sum(tl.where(best_index == token, best_q, 0.0), 0))
             tl.store(x_ptr + row64 * x_stride, token.to(tl.int64))
+
+
+@kernel
+@triton.jit
+def _softmax_stats_kernel(
+    logits_ptr, logits_stride_b, logits_stride_v,
+    temperatures_ptr, temperatures_stride,
+    stats_ptr, stats_stride, batch, vocab, chunk,
+    HAS_TEMPERATURES: tl.constexpr, BLOCK: tl.constexpr,
+):  # fmt: skip
+    """Split rows, first launch: program (c, q) stores the max and the sum of exp (relative to it) of
+    chunk c of rows q, q + grid, ... in the row's stats (the maxima of its chunks, then the sums)."""
+    chunk_id = tl.program_id(0)
+    begin = chunk_id * chunk
+    end = tl.minimum(begin + chunk, vocab)
+    for row in range(tl.program_id(1), batch, tl.num_programs(1)):
+        row64 = tl.zeros((), tl.int64) + row
+        temperature = _row_temperature(temperatures_ptr, temperatures_stride, row64, HAS_TEMPERATURES)
+        chunk_max, chunk_sum = _online_softmax(
+            logits_ptr + row64 * logits_stride_b, logits_stride_v, begin, end, temperature, HAS_TEMPERATURES, BLOCK
+        )  # fmt: skip
+        stats_row = stats_ptr + row64 * stats_stride + chunk_id
+        tl.store(stats_row, chunk_max)
+        tl.store(stats_row + tl.num_programs(0), chunk_sum)
+
+
+@kernel
+@triton.jit
+def _softmax_chunk_kernel(
+    logits_ptr, logits_stride_b, logits_stride_v,
+    temperatures_ptr, temperatures_stride,
+    top_ks_ptr, top_ks_stride,
+    noise_ptr, noise_stride_b, noise_stride_v,
+    q_ptr, q_stride_b, q_stride_v,
+    stats_ptr, stats_stride, sets_ptr, sets_stride, batch, vocab, chunk,
+    HAS_TEMPERATURES: tl.constexpr, SAMPLE: tl.constexpr, HAS_TOP_KS: tl.constexpr, CHUNKS: tl.constexpr,
+    BLOCK: tl.constexpr,
+):  # fmt: skip
+    """Split rows, second launch: program (c, q) folds the row's chunk stats (in chunk order; the same
+    sums every run) into its max and sum, and writes q over chunk c; ``SAMPLE``: stores the chunk's
+    best race key and its index in the row's sets (``[2, chunks]``: :func:`_top_merge_kernel`'s, one
+    entry a chunk)."""
+    chunk_id = tl.program_id(0)
+    num_chunks = tl.num_programs(0)
+    begin = chunk_id * chunk
+    end = tl.minimum(begin + chunk, vocab)
+    chunks = tl.arange(0, CHUNKS)
+    for row in range(tl.program_id(1), batch, tl.num_programs(1)):
+        row64 = tl.zeros((), tl.int64) + row
+        stats_row = stats_ptr + row64 * stats_stride
+        maxima = tl.load(stats_row + chunks, mask=chunks < num_chunks, other=float("-inf"))
+        sums = tl.load(stats_row + num_chunks + chunks, mask=chunks < num_chunks, other=0.0)
+        row_max = tl.max(maxima, 0)
+        shift = tl.where(row_max == float("-inf"), 0.0, row_max)
+        row_sum = tl.sum(sums * tl.exp(maxima - shift), 0)
+        best_key, best_index, _ = _write_softmax_range(
+            logits_ptr + row64 * logits_stride_b, logits_stride_v, begin, end,
+            _row_temperature(temperatures_ptr, temperatures_stride, row64, HAS_TEMPERATURES), shift, 1.0 / row_sum,
+            q_ptr + row64 * q_stride_b, q_stride_v, _row_greedy(top_ks_ptr, top_ks_stride, row64, HAS_TOP_KS),
+            noise_ptr, noise_stride_b, noise_stride_v, row64, HAS_TEMPERATURES, SAMPLE, BLOCK,
+        )  # fmt: skip
+        if SAMPLE:
+            sets_row = sets_ptr + row64 * sets_stride + chunk_id
+            tl.store(sets_row, tl.max(best_key, 0).to(tl.int64))
+            tl.store(sets_row + num_chunks, _first_best(best_key, best_index).to(tl.int64))
+
+
+class _SoftmaxLaunches(NamedTuple):
+    """The launches of :func:`_softmax_launches`: one (a program per row), or the split's."""
+
+    #: One, or (stats, chunks), then (sampling) the merge of the chunks' best.
+    launches: tuple[Launch, ...]
+    #: Lanes of a chunk and chunks per row (split rows; else the row, one).
+    chunk: int
+    num_chunks: int
+
+
+@functools.lru_cache(maxsize=1024)
+def _softmax_launches(
+    config: LaunchConfig, rows: int, vocab: int, has_temperatures: bool, sample: bool, has_top_ks: bool
+) -> _SoftmaxLaunches:
+    """A program per row walking it twice in the vocabulary tile; where few long rows would leave the
+    device idle (:func:`_walk_chunks`), each row in chunks: a launch storing each chunk's max and sum,
+    one folding those and writing q (and each chunk's best race entry), and for sampling the merge of
+    ``fast_sample``'s split, which reads ``q[x]`` from the written q."""
+    block, num_warps = walk_tile(config, vocab)
+    chunk, num_chunks = _walk_chunks(config, rows, vocab, block)
+    flags = {"HAS_TEMPERATURES": has_temperatures, "BLOCK": block, "num_warps": num_warps}
+    grid_rows = min(rows, config.max_grid)
+    if num_chunks == 1:
+        whole = _softmax_kernel.at((grid_rows,), SAMPLE=sample, HAS_TOP_KS=has_top_ks, **flags)
+        return _SoftmaxLaunches((whole,), vocab, 1)
+    stats = _softmax_stats_kernel.at((num_chunks, grid_rows), **flags)
+    chunks = _softmax_chunk_kernel.at(
+        (num_chunks, grid_rows),
+        SAMPLE=sample,
+        HAS_TOP_KS=has_top_ks,
+        CHUNKS=next_power_of_2(num_chunks),
+        **flags,
+    )
+    merge = _top_merge_kernel.at(
+        (grid_rows,), WIDE=False, TOP=1, CHUNKS=next_power_of_2(num_chunks), num_warps=1
+    )
+    return _SoftmaxLaunches((stats, chunks, merge) if sample else (stats, chunks), chunk, num_chunks)
 
 
 def _launch_softmax(
@@ -576,18 +714,39 @@ def _launch_softmax(
     if batch == 0:
         return
     top_ks, noise, q_x, x = sample if sample is not None else (None, None, None, None)
-    _rows_launch(
-        _softmax_kernel, config, batch, vocab,
-        HAS_TEMPERATURES=temperatures is not None, SAMPLE=sample is not None, HAS_TOP_KS=top_ks is not None,
-    )(
-        logits, *logits.stride(),
-        temperatures, 0 if temperatures is None else temperatures.stride()[0],
-        top_ks, 0 if top_ks is None else top_ks.stride()[0],
-        noise, *((0, 0) if noise is None else noise.stride()),
-        q, *q.stride(),
-        q_x, 0 if q_x is None else q_x.stride()[0], x, 0 if x is None else x.stride()[0],
-        batch, vocab,
+    launches, chunk, num_chunks = _softmax_launches(
+        config, batch, vocab, temperatures is not None, sample is not None, top_ks is not None
+    )
+    source = (
+        logits, *logits.stride(), temperatures, 0 if temperatures is None else temperatures.stride()[0],
     )  # fmt: skip
+    race = (
+        top_ks, 0 if top_ks is None else top_ks.stride()[0], noise, *((0, 0) if noise is None else noise.stride()),
+    )  # fmt: skip
+    if num_chunks == 1:
+        launches[0](
+            *source, *race, q, *q.stride(), q_x, 0 if q_x is None else q_x.stride()[0], x,
+            0 if x is None else x.stride()[0], batch, vocab,
+        )  # fmt: skip
+        return
+    stats = torch.empty(batch, 2 * num_chunks, dtype=torch.float32, device=logits.device)
+    sets = (
+        None
+        if sample is None
+        else torch.empty(batch, 2 * num_chunks, dtype=torch.int64, device=logits.device)
+    )
+    launches[0](*source, stats, stats.stride()[0], batch, vocab, chunk)
+    launches[1](
+        *source, *race, q, *q.stride(), stats, stats.stride()[0], sets, 0 if sets is None else sets.stride()[0],
+        batch, vocab, chunk,
+    )  # fmt: skip
+    if sets is not None:
+        assert q_x is not None and x is not None
+        # q read back at x: [B, V] rows (inner 1); q_x and x as [B, 1].
+        launches[2](
+            q, q.stride()[0], 0, q.stride()[1], q_x, q_x.stride()[0], 0, 0, x, x.stride()[0], 0, 0,
+            sets, sets.stride()[0], batch, 1, num_chunks, 1,
+        )  # fmt: skip
 
 
 def _renorm_draft_probs(
