@@ -106,10 +106,17 @@ WALKS = {
     "vocabulary_tile": (TILED_SMALL_GRID, TILED_VOCAB),
     "split_vocabulary_tile": (SPLIT_TILED, SPLIT_TILED_VOCAB),
 }
-#: The softmax walks in the copy tile, and in the vocabulary tile, and split (each row in chunks over
-#: programs); programs take several rows.
-SOFTMAX_WALKS = {"copy_tile": (SMALL_GRID, BLOCKS), "vocabulary_tile": (TILED_SMALL_GRID, TILED_VOCAB)} | {
-    f"softmax_{name}": WALKS[name] for name in ("split_rows", "split_vocabulary_tile")
+#: Rows the softmax splits (8 chunks a row or more, before they round to whole tiles: 6 of three
+#: copy tiles, 6 of three vocabulary tiles), in each tile.
+SOFTMAX_SPLIT_VOCAB = vocab_kernels._SOFTMAX_FEWEST_CHUNKS * 2 * 64 + 37
+SOFTMAX_SPLIT_TILED_VOCAB = vocab_kernels._SOFTMAX_FEWEST_CHUNKS * 2 * 256 + 37
+#: The softmax walks in the copy tile, and in the vocabulary tile, whole or split (each row in chunks
+#: over programs); programs take several rows.
+SOFTMAX_WALKS = {
+    "copy_tile": (SMALL_GRID, BLOCKS),
+    "vocabulary_tile": (TILED_SMALL_GRID, TILED_VOCAB),
+    "split_rows": (SPLIT_ROWS, SOFTMAX_SPLIT_VOCAB),
+    "split_vocabulary_tile": (SPLIT_TILED, SOFTMAX_SPLIT_TILED_VOCAB),
 }
 
 
@@ -187,18 +194,22 @@ def test_rows_are_split_where_few_rows_would_leave_the_device_idle():
 
 def test_the_softmax_splits_few_long_rows_and_samples_through_the_merge():
     plan = vocab_kernels._softmax_launches
-    for sample, kernels in ((False, ["_softmax_stats_kernel", "_softmax_chunk_kernel"]), (True, [
-        "_softmax_stats_kernel", "_softmax_chunk_kernel", "_top_merge_kernel",
-    ])):  # fmt: skip
-        split = plan(SPLIT_ROWS, 4, SPLIT_VOCAB, True, sample, sample)
+    names = {
+        False: ["_softmax_stats_kernel", "_softmax_chunk_kernel"],
+        True: ["_softmax_stats_kernel", "_softmax_chunk_kernel", "_top_merge_kernel"],
+    }
+    for sample, kernels in names.items():
+        split = plan(SPLIT_ROWS, 4, SOFTMAX_SPLIT_VOCAB, True, sample, sample)
         assert [launch.kernel.jit.__name__ for launch in split.launches] == kernels
-        assert (split.chunk, split.num_chunks, split.launches[0].grid) == (192, 3, (3, 2))
-        assert [
-            launch.kernel.jit.__name__
-            for launch in plan(SPLIT_ROWS, 64, SPLIT_VOCAB, True, sample, sample).launches
-        ] == ["_softmax_kernel"]  # rows fill the device
-    short = dataclasses.replace(SPLIT_ROWS, split_row_lanes=SPLIT_VOCAB + 1)
-    assert plan(short, 4, SPLIT_VOCAB, False, False, False).num_chunks == 1
+        assert (split.chunk, split.num_chunks, split.launches[0].grid) == (192, 6, (6, 2))
+        tiled = plan(SPLIT_TILED, 5, SOFTMAX_SPLIT_TILED_VOCAB, True, sample, sample)
+        assert (tiled.chunk, tiled.num_chunks, tiled.launches[1].options["BLOCK"]) == (768, 6, 256)
+        # Rows that take fewer chunks (more rows, or shorter ones) walk whole, one program each.
+        for rows, vocab in ((10, SOFTMAX_SPLIT_VOCAB), (4, SOFTMAX_SPLIT_VOCAB - 64)):
+            (whole,) = plan(SPLIT_ROWS, rows, vocab, True, sample, sample).launches
+            assert whole.kernel.jit.__name__ == "_softmax_kernel"
+    short = dataclasses.replace(SPLIT_ROWS, split_row_lanes=SOFTMAX_SPLIT_VOCAB + 1)
+    assert plan(short, 4, SOFTMAX_SPLIT_VOCAB, False, False, False).num_chunks == 1
 
 
 def _tied_rows(seed: int, rows: int, vocab: int, dtype: torch.dtype) -> torch.Tensor:

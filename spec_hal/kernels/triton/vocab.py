@@ -415,11 +415,11 @@ def _top_launches(config: LaunchConfig, rows: int, n: int, race: bool, wide: boo
     return _TopLaunches((split, merge), chunk, num_chunks)
 
 
-def _walk_chunks(config: LaunchConfig, rows: int, n: int, block: int) -> tuple[int, int]:
-    """(lanes of a chunk, chunks per row) of :func:`_top_launches` in blocks of ``block`` lanes
-    (``(n, 1)``: rows whole)."""
+def _walk_chunks(config: LaunchConfig, rows: int, n: int, block: int, fewest: int = 2) -> tuple[int, int]:
+    """(lanes of a chunk, chunks per row) of a split walk in blocks of ``block`` lanes, at least
+    ``fewest`` chunks a row (``(n, 1)``: rows whole)."""
     chunks_per_row = min(cdiv(config.row_programs, rows), n // (_MIN_CHUNK_BLOCKS * block))
-    if chunks_per_row < 2 or n < config.split_row_lanes:
+    if chunks_per_row < fewest or n < config.split_row_lanes:
         return n, 1
     chunk = cdiv(cdiv(n, chunks_per_row), block) * block
     return chunk, cdiv(n, chunk)
@@ -603,11 +603,12 @@ def _softmax_kernel(
 def _softmax_stats_kernel(
     logits_ptr, logits_stride_b, logits_stride_v,
     temperatures_ptr, temperatures_stride,
-    stats_ptr, stats_stride, batch, vocab, chunk,
+    scratch_ptr, scratch_stride, stats_column, batch, vocab, chunk,
     HAS_TEMPERATURES: tl.constexpr, BLOCK: tl.constexpr,
 ):  # fmt: skip
     """Split rows, first launch: program (c, q) stores the max and the sum of exp (relative to it) of
-    chunk c of rows q, q + grid, ... in the row's stats (the maxima of its chunks, then the sums)."""
+    chunk c of rows q, q + grid, ... in the row's int32 scratch from ``stats_column`` on (the maxima
+    of its chunks, then the sums, as float32 bits)."""
     chunk_id = tl.program_id(0)
     begin = chunk_id * chunk
     end = tl.minimum(begin + chunk, vocab)
@@ -617,9 +618,9 @@ def _softmax_stats_kernel(
         chunk_max, chunk_sum = _online_softmax(
             logits_ptr + row64 * logits_stride_b, logits_stride_v, begin, end, temperature, HAS_TEMPERATURES, BLOCK
         )  # fmt: skip
-        stats_row = stats_ptr + row64 * stats_stride + chunk_id
-        tl.store(stats_row, chunk_max)
-        tl.store(stats_row + tl.num_programs(0), chunk_sum)
+        stats_row = scratch_ptr + row64 * scratch_stride + stats_column + chunk_id
+        tl.store(stats_row, chunk_max.to(tl.int32, bitcast=True))
+        tl.store(stats_row + tl.num_programs(0), chunk_sum.to(tl.int32, bitcast=True))
 
 
 @kernel
@@ -630,14 +631,14 @@ def _softmax_chunk_kernel(
     top_ks_ptr, top_ks_stride,
     noise_ptr, noise_stride_b, noise_stride_v,
     q_ptr, q_stride_b, q_stride_v,
-    stats_ptr, stats_stride, sets_ptr, sets_stride, batch, vocab, chunk,
+    scratch_ptr, scratch_stride, stats_column, batch, vocab, chunk,
     HAS_TEMPERATURES: tl.constexpr, SAMPLE: tl.constexpr, HAS_TOP_KS: tl.constexpr, CHUNKS: tl.constexpr,
     BLOCK: tl.constexpr,
 ):  # fmt: skip
     """Split rows, second launch: program (c, q) folds the row's chunk stats (in chunk order; the same
     sums every run) into its max and sum, and writes q over chunk c; ``SAMPLE``: stores the chunk's
-    best race key and its index in the row's sets (``[2, chunks]``: :func:`_top_merge_kernel`'s, one
-    entry a chunk)."""
+    best race key and its index at the start of the row's scratch (``[2, chunks]``: the sets of
+    :func:`_top_merge_kernel`, one entry a chunk)."""
     chunk_id = tl.program_id(0)
     num_chunks = tl.num_programs(0)
     begin = chunk_id * chunk
@@ -645,9 +646,12 @@ def _softmax_chunk_kernel(
     chunks = tl.arange(0, CHUNKS)
     for row in range(tl.program_id(1), batch, tl.num_programs(1)):
         row64 = tl.zeros((), tl.int64) + row
-        stats_row = stats_ptr + row64 * stats_stride
-        maxima = tl.load(stats_row + chunks, mask=chunks < num_chunks, other=float("-inf"))
-        sums = tl.load(stats_row + num_chunks + chunks, mask=chunks < num_chunks, other=0.0)
+        scratch_row = scratch_ptr + row64 * scratch_stride
+        stats = scratch_row + stats_column + chunks
+        maxima = tl.load(stats, mask=chunks < num_chunks, other=0xFF800000).to(
+            tl.float32, bitcast=True
+        )  # -inf
+        sums = tl.load(stats + num_chunks, mask=chunks < num_chunks, other=0).to(tl.float32, bitcast=True)
         row_max = tl.max(maxima, 0)
         shift = tl.where(row_max == float("-inf"), 0.0, row_max)
         row_sum = tl.sum(sums * tl.exp(maxima - shift), 0)
@@ -658,9 +662,15 @@ def _softmax_chunk_kernel(
             noise_ptr, noise_stride_b, noise_stride_v, row64, HAS_TEMPERATURES, SAMPLE, BLOCK,
         )  # fmt: skip
         if SAMPLE:
-            sets_row = sets_ptr + row64 * sets_stride + chunk_id
-            tl.store(sets_row, tl.max(best_key, 0).to(tl.int64))
-            tl.store(sets_row + num_chunks, _first_best(best_key, best_index).to(tl.int64))
+            tl.store(scratch_row + chunk_id, tl.max(best_key, 0))
+            tl.store(scratch_row + num_chunks + chunk_id, _first_best(best_key, best_index))
+
+
+#: The softmax splits rows only where each would take this many chunks or more (before they round to
+#: whole tiles): rows fewer than about one a multiprocessor, with the vendors' row_programs. With
+#: more rows, in fewer chunks, the device gained less than the launches and the scratch added of host
+#: time (an H200 A/B at 128k: docs/bench/ab-split-softmax-h200-9639135.json).
+_SOFTMAX_FEWEST_CHUNKS = 8
 
 
 class _SoftmaxLaunches(NamedTuple):
@@ -682,7 +692,7 @@ def _softmax_launches(
     one folding those and writing q (and each chunk's best race entry), and for sampling the merge of
     ``fast_sample``'s split, which reads ``q[x]`` from the written q."""
     block, num_warps = walk_tile(config, vocab)
-    chunk, num_chunks = _walk_chunks(config, rows, vocab, block)
+    chunk, num_chunks = _walk_chunks(config, rows, vocab, block, _SOFTMAX_FEWEST_CHUNKS)
     flags = {"HAS_TEMPERATURES": has_temperatures, "BLOCK": block, "num_warps": num_warps}
     grid_rows = min(rows, config.max_grid)
     if num_chunks == 1:
@@ -729,23 +739,18 @@ def _launch_softmax(
             0 if x is None else x.stride()[0], batch, vocab,
         )  # fmt: skip
         return
-    stats = torch.empty(batch, 2 * num_chunks, dtype=torch.float32, device=logits.device)
-    sets = (
-        None
-        if sample is None
-        else torch.empty(batch, 2 * num_chunks, dtype=torch.int64, device=logits.device)
-    )
-    launches[0](*source, stats, stats.stride()[0], batch, vocab, chunk)
-    launches[1](
-        *source, *race, q, *q.stride(), stats, stats.stride()[0], sets, 0 if sets is None else sets.stride()[0],
-        batch, vocab, chunk,
-    )  # fmt: skip
-    if sets is not None:
+    # One int32 scratch: the chunks' race entries (sampling), then their stats.
+    stats_column = 2 * num_chunks if sample is not None else 0
+    columns = stats_column + 2 * num_chunks
+    scratch = torch.empty(batch, columns, dtype=torch.int32, device=logits.device)
+    launches[0](*source, scratch, columns, stats_column, batch, vocab, chunk)
+    launches[1](*source, *race, q, *q.stride(), scratch, columns, stats_column, batch, vocab, chunk)
+    if sample is not None:
         assert q_x is not None and x is not None
         # q read back at x: [B, V] rows (inner 1); q_x and x as [B, 1].
         launches[2](
             q, q.stride()[0], 0, q.stride()[1], q_x, q_x.stride()[0], 0, 0, x, x.stride()[0], 0, 0,
-            sets, sets.stride()[0], batch, 1, num_chunks, 1,
+            scratch, columns, batch, 1, num_chunks, 1,
         )  # fmt: skip
 
 
