@@ -189,7 +189,7 @@ def _recording(
 #: Sizes that reach kernels the bench's sizes never launch: the two-launch move of one segment
 #: longer than a chunk (``segment_lens=None``), which the bench does not time; top-k's row walk;
 #: fast_topk's one program per row in the copy tile, and its and fast_sample's rows split in the
-#: vocabulary tile.
+#: vocabulary tile; the split softmax on every vendor.
 COVERAGE_SIZES: dict[str, list[dict[str, Any]]] = {
     "move_kv_cache": [{"bs": 64, "num_steps": 3, "segmented": False}],
     # A few rows of one copy tile: one program walks each.
@@ -198,6 +198,10 @@ COVERAGE_SIZES: dict[str, list[dict[str, Any]]] = {
     # one long row: too few programs for the copy tile, split into chunks of the vocabulary tile.
     "fast_topk": [{"topk": 4, "vocab": 32768, "bs": 2048}, {"topk": 4, "vocab": 131072, "bs": 1}],
     "fast_sample": [{"vocab": 131072, "bs": 1}],
+    # One long row: the softmax splits it into chunks on every vendor (the bench's 64 rows of 128k
+    # take 8 chunks a row only with hopper's row_programs).
+    "renorm_draft_probs": [{"vocab": 131072, "bs": 1}],
+    "sample_draft_proposal": [{"vocab": 131072, "bs": 1}],
 }
 
 

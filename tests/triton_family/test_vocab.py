@@ -146,7 +146,7 @@ def test_sample_draft_proposal_draws_the_reference_ids_from_the_same_noise(top_k
     config, vocab = SOFTMAX_WALKS[walk]
     gen = _gen(7)
     logits = torch.randn(5, vocab, generator=gen) * 3
-    logits[2, : vocab // 2] = float("-inf")  # a first tile of -inf only
+    logits[2, : vocab // 2] = float("-inf")  # the first half of the row (its first tile or chunks)
     temperatures = torch.rand(5, 1, generator=gen) + 0.25
     noise = torch.empty(5, vocab).exponential_(generator=gen)
     outputs = [
@@ -156,6 +156,25 @@ def test_sample_draft_proposal_draws_the_reference_ids_from_the_same_noise(top_k
     ]
     args = [logits, temperatures, top_ks, noise, *outputs]
     assert_providers_agree("sample_draft_proposal", provider("sample_draft_proposal", config), args)
+
+
+@pytest.mark.filterwarnings("ignore:divide by zero", "ignore:invalid value")  # the interpreter's numpy
+@pytest.mark.parametrize("walk", SOFTMAX_WALKS)
+def test_sample_draft_proposal_greedy_ties_go_to_the_lowest_index(walk):
+    """Greedy rows (``top_ks <= 1``) whose maximum is tied within a tile or chunk and across them:
+    the lowest index wins, as in the reference; a row of one very negative value everywhere (its
+    softmax is uniform), and one of -inf (NaN, token 0)."""
+    config, vocab = SOFTMAX_WALKS[walk]
+    logits = torch.randn(4, vocab, generator=_gen(8))
+    logits[0, [5, 70, vocab // 2, vocab - 1]] = 9.0
+    logits[1, [vocab - 1, vocab // 2, 70]] = 9.0
+    logits[2] = -200.0
+    logits[3] = float("-inf")
+    outputs = [torch.full((4, vocab), float("nan")), torch.full((4, 1), float("nan")), torch.full((4, 1), -7)]
+    args = [logits, torch.ones(4, 1), torch.ones(4, dtype=torch.int64), torch.ones(4, vocab), *outputs]
+    assert_providers_agree("sample_draft_proposal", provider("sample_draft_proposal", config), args)
+    provider("sample_draft_proposal", config)(*args)
+    assert outputs[2].flatten().tolist() == [5, 70, 0, 0]
 
 
 def _stable_topk(values: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -280,12 +299,18 @@ def test_fast_topk_outputs_without_a_row_view_are_staged():
 
 @pytest.mark.filterwarnings("ignore:divide by zero", "ignore:invalid value")  # the interpreter's numpy
 @pytest.mark.parametrize("walk", SOFTMAX_WALKS)
-def test_renorm_draft_probs_rows_of_minus_infinity(walk):
+@pytest.mark.parametrize(
+    "temperatures", [torch.tensor([[0.5], [1.0], [2.0], [1.5]]), None], ids=["t", "no_t"]
+)
+def test_renorm_draft_probs_rows_of_minus_infinity(walk, temperatures):
+    """Rows of -inf (NaN, as the reference's softmax), of -inf past the first tile, and of one very
+    negative value (uniform: every chunk's max is that value)."""
     config, vocab = SOFTMAX_WALKS[walk]
-    logits = torch.randn(3, vocab, generator=_gen(3))
+    logits = torch.randn(4, vocab, generator=_gen(3))
     logits[0] = float("-inf")  # the reference's softmax is NaN there
     logits[1, 64:] = float("-inf")
-    args = [logits, torch.tensor([[0.5], [1.0], [2.0]]), torch.full((3, vocab), -7.0)]
+    logits[3] = -200.0
+    args = [logits, temperatures, torch.full((4, vocab), -7.0)]
     assert_providers_agree("renorm_draft_probs", provider("renorm_draft_probs", config), args)
 
 

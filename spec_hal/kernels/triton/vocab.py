@@ -27,12 +27,13 @@ into chunks, below), streaming the row in blocks of the vendor's vocabulary tile
   writes (greedy rows: over q itself, without reading their noise), keeping per lane the best
   key, its id and its q, so ``q_x`` is the written value of ``q`` at ``x``.
 
-  Where the rows are too few to fill the device and long (the same rule as ``fast_topk``'s), the
-  softmax splits each row into chunks: a launch stores each chunk's max and sum, a second folds
-  them in chunk order and writes q over its chunk, and for sampling stores its chunk's best race
-  entry, which ``fast_topk``'s merge folds (reading ``q_x`` back from the written q). A row's sum
-  then adds in another order than the walk's: q may differ in the last bits across that boundary
-  of the batch size, and a sampled token at a near-tie with it.
+  Where the rows are few and long enough that each would take ``_SOFTMAX_FEWEST_CHUNKS`` chunks of
+  the vocabulary tile or more (``fast_topk``'s rule asks two), the softmax splits each row into
+  chunks: a launch stores each chunk's max and sum, a second folds them (in a fixed order, the
+  same every run) and writes q over its chunk, and for sampling stores its chunk's best race entry,
+  which ``fast_topk``'s merge folds (reading ``q_x`` back from the written q). A row's sum then adds
+  in another order than the walk's: q may differ in the last bits across that boundary of the
+  batch size, and a sampled token at a near-tie with it.
 """
 
 from __future__ import annotations
@@ -295,9 +296,11 @@ def _top_merge_kernel(
     sets_ptr, sets_stride, rows, inner, num_chunks, k,
     WIDE: tl.constexpr, TOP: tl.constexpr, CHUNKS: tl.constexpr,
 ):  # fmt: skip
-    """Each row's k best from its chunks' sets (:func:`_top_chunk_kernel`; ``CHUNKS``: a power of
-    two >= the chunks), written as :func:`_top_kernel` writes them. Chunks come in index order, as
-    a row's blocks do, so the sets fold into one by the same steps that fold blocks."""
+    """Each row's k best from its chunks' sets (``CHUNKS``: a power of two >= the chunks), written as
+    :func:`_top_kernel` writes them, their values read from ``src``. The sets: ``[2, chunks, TOP]``
+    int64 of :func:`_top_chunk_kernel`, or (``TOP == 1``) the int32 race entries of
+    :func:`_softmax_chunk_kernel`, whose values are the written q. Chunks come in index order, as a
+    row's blocks do, so the sets fold into one by the same steps that fold blocks."""
     key_min, key_max = _key_bounds(WIDE)
     slots = tl.arange(0, TOP)
     for program_row in range(tl.program_id(0), rows, tl.num_programs(0)):
@@ -382,8 +385,9 @@ def _launch_top(
 _MIN_CHUNK_BLOCKS = 2
 
 
-class _TopLaunches(NamedTuple):
-    """The launches of :func:`_top_launches`: one (a program per row), or a split and a merge."""
+class _WalkLaunches(NamedTuple):
+    """The launches of a walk over rows (:func:`_top_launches`, :func:`_softmax_launches`): one (a
+    program per row), or those of split rows (a launch per chunk and row, then the folds)."""
 
     launches: tuple[Launch, ...]
     #: Lanes of a chunk and chunks per row (split rows; else the row, one).
@@ -392,7 +396,7 @@ class _TopLaunches(NamedTuple):
 
 
 @functools.lru_cache(maxsize=1024)
-def _top_launches(config: LaunchConfig, rows: int, n: int, race: bool, wide: bool, top: int) -> _TopLaunches:
+def _top_launches(config: LaunchConfig, rows: int, n: int, race: bool, wide: bool, top: int) -> _WalkLaunches:
     """A program per row walking it whole, where the rows fill the device (``config.row_programs``
     programs) or are shorter than ``config.split_row_lanes``; else each row split into chunks of
     whole blocks, one program per (chunk, row) storing its chunk's best set, and a launch merging
@@ -407,12 +411,16 @@ def _top_launches(config: LaunchConfig, rows: int, n: int, race: bool, wide: boo
         chunk, num_chunks = _walk_chunks(config, rows, n, block)
     constexprs = {"RACE": race, "WIDE": wide, "TOP": top, "BLOCK": block, "num_warps": num_warps}
     if num_chunks == 1:
-        return _TopLaunches((_top_kernel.at((grid_rows,), **constexprs),), n, 1)
+        return _WalkLaunches((_top_kernel.at((grid_rows,), **constexprs),), n, 1)
     split = _top_chunk_kernel.at((num_chunks, grid_rows), **constexprs)
-    merge = _top_merge_kernel.at(
+    return _WalkLaunches((split, _merge_launch(grid_rows, wide, top, num_chunks)), chunk, num_chunks)
+
+
+def _merge_launch(grid_rows: int, wide: bool, top: int, num_chunks: int) -> Launch:
+    """The launch of :func:`_top_merge_kernel` folding each row's ``num_chunks`` sets, a warp a row."""
+    return _top_merge_kernel.at(
         (grid_rows,), WIDE=wide, TOP=top, CHUNKS=next_power_of_2(num_chunks), num_warps=1
     )
-    return _TopLaunches((split, merge), chunk, num_chunks)
 
 
 def _walk_chunks(config: LaunchConfig, rows: int, n: int, block: int, fewest: int = 2) -> tuple[int, int]:
@@ -517,6 +525,7 @@ def _online_softmax(logits_row, stride_v, begin, end, temperature, HAS_TEMPERATU
 
 @triton.jit
 def _row_temperature(temperatures_ptr, temperatures_stride, row, HAS_TEMPERATURES: tl.constexpr):
+    """The row's temperature (1.0 without temperatures)."""
     temperature = 1.0
     if HAS_TEMPERATURES:
         temperature = tl.load(temperatures_ptr + row * temperatures_stride)
@@ -606,8 +615,8 @@ def _softmax_stats_kernel(
     scratch_ptr, scratch_stride, stats_column, batch, vocab, chunk,
     HAS_TEMPERATURES: tl.constexpr, BLOCK: tl.constexpr,
 ):  # fmt: skip
-    """Split rows, first launch: program (c, q) stores the max and the sum of exp (relative to it) of
-    chunk c of rows q, q + grid, ... in the row's int32 scratch from ``stats_column`` on (the maxima
+    """Split rows, first launch: program (c, r) stores the max and the sum of exp (relative to it) of
+    chunk c of rows r, r + grid, ... in the row's int32 scratch from ``stats_column`` on (the maxima
     of its chunks, then the sums, as float32 bits)."""
     chunk_id = tl.program_id(0)
     begin = chunk_id * chunk
@@ -635,8 +644,8 @@ def _softmax_chunk_kernel(
     HAS_TEMPERATURES: tl.constexpr, SAMPLE: tl.constexpr, HAS_TOP_KS: tl.constexpr, CHUNKS: tl.constexpr,
     BLOCK: tl.constexpr,
 ):  # fmt: skip
-    """Split rows, second launch: program (c, q) folds the row's chunk stats (in chunk order; the same
-    sums every run) into its max and sum, and writes q over chunk c; ``SAMPLE``: stores the chunk's
+    """Split rows, second launch: program (c, r) folds the row's chunk stats (in a fixed order, the
+    same every run) into its max and sum, and writes q over chunk c; ``SAMPLE``: stores the chunk's
     best race key and its index at the start of the row's scratch (``[2, chunks]``: the sets of
     :func:`_top_merge_kernel`, one entry a chunk)."""
     chunk_id = tl.program_id(0)
@@ -648,10 +657,10 @@ def _softmax_chunk_kernel(
         row64 = tl.zeros((), tl.int64) + row
         scratch_row = scratch_ptr + row64 * scratch_stride
         stats = scratch_row + stats_column + chunks
-        maxima = tl.load(stats, mask=chunks < num_chunks, other=0xFF800000).to(
-            tl.float32, bitcast=True
-        )  # -inf
-        sums = tl.load(stats + num_chunks, mask=chunks < num_chunks, other=0).to(tl.float32, bitcast=True)
+        in_row = chunks < num_chunks
+        maxima = tl.load(stats, mask=in_row, other=0).to(tl.float32, bitcast=True)
+        maxima = tl.where(in_row, maxima, float("-inf"))
+        sums = tl.load(stats + num_chunks, mask=in_row, other=0).to(tl.float32, bitcast=True)
         row_max = tl.max(maxima, 0)
         shift = tl.where(row_max == float("-inf"), 0.0, row_max)
         row_sum = tl.sum(sums * tl.exp(maxima - shift), 0)
@@ -662,8 +671,9 @@ def _softmax_chunk_kernel(
             noise_ptr, noise_stride_b, noise_stride_v, row64, HAS_TEMPERATURES, SAMPLE, BLOCK,
         )  # fmt: skip
         if SAMPLE:
-            tl.store(scratch_row + chunk_id, tl.max(best_key, 0))
-            tl.store(scratch_row + num_chunks + chunk_id, _first_best(best_key, best_index))
+            best_keys, best_ids = _single_best(best_key, best_index, 1)
+            tl.store(scratch_row + chunk_id + tl.arange(0, 1), best_keys)
+            tl.store(scratch_row + num_chunks + chunk_id + tl.arange(0, 1), best_ids)
 
 
 #: The softmax splits rows only where each would take this many chunks or more (before they round to
@@ -673,20 +683,10 @@ def _softmax_chunk_kernel(
 _SOFTMAX_FEWEST_CHUNKS = 8
 
 
-class _SoftmaxLaunches(NamedTuple):
-    """The launches of :func:`_softmax_launches`: one (a program per row), or the split's."""
-
-    #: One, or (stats, chunks), then (sampling) the merge of the chunks' best.
-    launches: tuple[Launch, ...]
-    #: Lanes of a chunk and chunks per row (split rows; else the row, one).
-    chunk: int
-    num_chunks: int
-
-
 @functools.lru_cache(maxsize=1024)
 def _softmax_launches(
     config: LaunchConfig, rows: int, vocab: int, has_temperatures: bool, sample: bool, has_top_ks: bool
-) -> _SoftmaxLaunches:
+) -> _WalkLaunches:
     """A program per row walking it twice in the vocabulary tile; where few long rows would leave the
     device idle (:func:`_walk_chunks`), each row in chunks: a launch storing each chunk's max and sum,
     one folding those and writing q (and each chunk's best race entry), and for sampling the merge of
@@ -697,7 +697,7 @@ def _softmax_launches(
     grid_rows = min(rows, config.max_grid)
     if num_chunks == 1:
         whole = _softmax_kernel.at((grid_rows,), SAMPLE=sample, HAS_TOP_KS=has_top_ks, **flags)
-        return _SoftmaxLaunches((whole,), vocab, 1)
+        return _WalkLaunches((whole,), vocab, 1)
     stats = _softmax_stats_kernel.at((num_chunks, grid_rows), **flags)
     chunks = _softmax_chunk_kernel.at(
         (num_chunks, grid_rows),
@@ -706,10 +706,8 @@ def _softmax_launches(
         CHUNKS=next_power_of_2(num_chunks),
         **flags,
     )
-    merge = _top_merge_kernel.at(
-        (grid_rows,), WIDE=False, TOP=1, CHUNKS=next_power_of_2(num_chunks), num_warps=1
-    )
-    return _SoftmaxLaunches((stats, chunks, merge) if sample else (stats, chunks), chunk, num_chunks)
+    merge = _merge_launch(grid_rows, False, 1, num_chunks)
+    return _WalkLaunches((stats, chunks, merge) if sample else (stats, chunks), chunk, num_chunks)
 
 
 def _launch_softmax(
@@ -739,7 +737,9 @@ def _launch_softmax(
             0 if x is None else x.stride()[0], batch, vocab,
         )  # fmt: skip
         return
-    # One int32 scratch: the chunks' race entries (sampling), then their stats.
+    # One int32 scratch a row: for sampling, the chunks' race entries in columns [0, 2 * chunks)
+    # (their keys, then their ids: the merge's sets), then the chunks' stats in the next 2 * chunks
+    # (their maxima, then their sums, as float32 bits).
     stats_column = 2 * num_chunks if sample is not None else 0
     columns = stats_column + 2 * num_chunks
     scratch = torch.empty(batch, columns, dtype=torch.int32, device=logits.device)
