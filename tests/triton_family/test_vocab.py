@@ -108,8 +108,8 @@ WALKS = {
 }
 #: Rows the softmax splits (8 chunks a row or more, before they round to whole tiles: 6 of three
 #: copy tiles, 6 of three vocabulary tiles), in each tile.
-SOFTMAX_SPLIT_VOCAB = vocab_kernels._SOFTMAX_FEWEST_CHUNKS * 2 * 64 + 37
-SOFTMAX_SPLIT_TILED_VOCAB = vocab_kernels._SOFTMAX_FEWEST_CHUNKS * 2 * 256 + 37
+SOFTMAX_SPLIT_VOCAB = max(vocab_kernels._SOFTMAX_FEWEST_CHUNKS) * 2 * 64 + 37
+SOFTMAX_SPLIT_TILED_VOCAB = max(vocab_kernels._SOFTMAX_FEWEST_CHUNKS) * 2 * 256 + 37
 #: The softmax walks in the copy tile, and in the vocabulary tile, whole or split (each row in chunks
 #: over programs); programs take several rows.
 SOFTMAX_WALKS = {
@@ -223,10 +223,13 @@ def test_the_softmax_splits_few_long_rows_and_samples_through_the_merge():
         assert (split.chunk, split.num_chunks, split.launches[0].grid) == (192, 6, (6, 2))
         tiled = plan(SPLIT_TILED, 5, SOFTMAX_SPLIT_TILED_VOCAB, True, sample, sample)
         assert (tiled.chunk, tiled.num_chunks, tiled.launches[1].options["BLOCK"]) == (768, 6, 256)
-        # Rows that take fewer chunks (more rows, or shorter ones) walk whole, one program each.
+        # Rows that would take fewer than 8 chunks (more rows, or shorter ones) walk whole, one
+        # program each, unless they sample (2 chunks a row are enough then); rows that fill the
+        # device walk whole either way.
         for rows, vocab in ((10, SOFTMAX_SPLIT_VOCAB), (4, SOFTMAX_SPLIT_VOCAB - 64)):
-            (whole,) = plan(SPLIT_ROWS, rows, vocab, True, sample, sample).launches
-            assert whole.kernel.jit.__name__ == "_softmax_kernel"
+            assert plan(SPLIT_ROWS, rows, vocab, True, sample, sample).num_chunks == (6 if sample else 1)
+        (whole,) = plan(SPLIT_ROWS, 64, SOFTMAX_SPLIT_VOCAB, True, sample, sample).launches
+        assert whole.kernel.jit.__name__ == "_softmax_kernel"
     short = dataclasses.replace(SPLIT_ROWS, split_row_lanes=SOFTMAX_SPLIT_VOCAB + 1)
     assert plan(short, 4, SOFTMAX_SPLIT_VOCAB, False, False, False).num_chunks == 1
 

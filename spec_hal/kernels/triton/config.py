@@ -35,10 +35,10 @@ class LaunchConfig:
             bisections outlast the digit launches they spare). 0: never; the default: at any batch.
         split_row_lanes: the shortest row that the walks over a row split into chunks, one program
             each, where the rows are fewer than ``row_programs``: ``fast_topk`` and ``fast_sample``
-            (at least two chunks a row), and the softmax of ``renorm_draft_probs`` and
-            ``sample_draft_proposal`` (at least eight: fewer than about ``row_programs / 8`` rows). The split costs another launch (two
-            for the sampling softmax) and a scratch tensor of host time; a shorter row's walk by one
-            program takes less device time than that saves.
+            and the softmax of ``sample_draft_proposal`` (at least two chunks a row), and of
+            ``renorm_draft_probs`` (at least eight: fewer than about ``row_programs / 8`` rows).
+            The split costs another launch (two for the sampling softmax) and a scratch tensor of
+            host time; a shorter row's walk by one program takes less device time than that saves.
         vocab_block_bytes: bytes per program per step of the walks over a row of the vocabulary
             (``fast_topk``, ``fast_sample``, ``renorm_draft_probs``, ``sample_draft_proposal``, and
             the pass over V of the tree and chain speculative sampling).

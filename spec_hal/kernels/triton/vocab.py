@@ -28,7 +28,8 @@ into chunks, below), streaming the row in blocks of the vendor's vocabulary tile
   key, its id and its q, so ``q_x`` is the written value of ``q`` at ``x``.
 
   Where the rows are few and long enough that each would take ``_SOFTMAX_FEWEST_CHUNKS`` chunks of
-  the vocabulary tile or more (``fast_topk``'s rule asks two), the softmax splits each row into
+  the vocabulary tile or more (8 for ``renorm_draft_probs``, 2 as ``fast_topk``'s rule for
+  ``sample_draft_proposal``, whose race makes one program's walk slower), the softmax splits each row into
   chunks: a launch stores each chunk's max and sum, a second folds them (in a fixed order, the
   same every run) and writes q over its chunk, and for sampling stores its chunk's best race entry,
   which ``fast_topk``'s merge folds (reading ``q_x`` back from the written q). A row's sum then adds
@@ -677,10 +678,12 @@ def _softmax_chunk_kernel(
 
 
 #: The softmax splits rows only where each would take this many chunks or more (before they round to
-#: whole tiles): rows fewer than about one a multiprocessor, with the vendors' row_programs. With
-#: more rows, in fewer chunks, the device gained less than the launches and the scratch added of host
-#: time (an H200 A/B at 128k: docs/bench/ab-split-softmax-h200-9639135.json).
-_SOFTMAX_FEWEST_CHUNKS = 8
+#: whole tiles), without and with sampling. Without, rows fewer than about one a multiprocessor (with
+#: the vendors' row_programs): with more rows, in fewer chunks, the device gained nothing for the
+#: launch and the scratch the split adds of host time. With sampling, the race's work per lane
+#: makes one program's walk slow enough that 2 chunks a row gained too. From an H200 A/B at 128k
+#: (docs/bench/ab-split-softmax-h200-9639135.json).
+_SOFTMAX_FEWEST_CHUNKS = (8, 2)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -692,7 +695,7 @@ def _softmax_launches(
     one folding those and writing q (and each chunk's best race entry), and for sampling the merge of
     ``fast_sample``'s split, which reads ``q[x]`` from the written q."""
     block, num_warps = walk_tile(config, vocab)
-    chunk, num_chunks = _walk_chunks(config, rows, vocab, block, _SOFTMAX_FEWEST_CHUNKS)
+    chunk, num_chunks = _walk_chunks(config, rows, vocab, block, _SOFTMAX_FEWEST_CHUNKS[sample])
     flags = {"HAS_TEMPERATURES": has_temperatures, "BLOCK": block, "num_warps": num_warps}
     grid_rows = min(rows, config.max_grid)
     if num_chunks == 1:
