@@ -28,13 +28,13 @@ into chunks, below), streaming the row in blocks of the vendor's vocabulary tile
   key, its id and its q, so ``q_x`` is the written value of ``q`` at ``x``.
 
   Where the rows are few and long enough that each would take ``_SOFTMAX_FEWEST_CHUNKS`` chunks of
-  the vocabulary tile or more (8 for ``renorm_draft_probs``, 2 as ``fast_topk``'s rule for
-  ``sample_draft_proposal``, whose race makes one program's walk slower), the softmax splits each row into
-  chunks: a launch stores each chunk's max and sum, a second folds them (in a fixed order, the
-  same every run) and writes q over its chunk, and for sampling stores its chunk's best race entry,
-  which ``fast_topk``'s merge folds (reading ``q_x`` back from the written q). A row's sum then adds
-  in another order than the walk's: q may differ in the last bits across that boundary of the
-  batch size, and a sampled token at a near-tie with it.
+  the vocabulary tile or more (8 for ``renorm_draft_probs``; 2, as ``fast_topk``'s rule, for
+  ``sample_draft_proposal``, whose race makes one program's walk slower), the softmax splits each
+  row into chunks: a launch stores each chunk's max and sum, a second folds them (in a fixed order,
+  the same every run) and writes q over its chunk, and for sampling stores its chunk's best race
+  entry, which ``fast_topk``'s merge folds (reading ``q_x`` back from the written q). A row's sum
+  then adds in another order than the walk's: q may differ in the last bits across that boundary
+  of the batch size, and a sampled token at a near-tie with it.
 """
 
 from __future__ import annotations
