@@ -11,3 +11,11 @@ def floor_div(numerator, divisor):
     quotient. One division (by a constant where ``divisor`` is constexpr)."""
     quotient = numerator // divisor
     return quotient - (quotient * divisor > numerator).to(quotient.dtype)
+
+
+@triton.jit
+def chunk_lanes(chunk_id, chunk, n):
+    """(first lane, one past the last) of chunk ``chunk_id`` of a row of ``n`` lanes cut into chunks
+    of ``chunk`` lanes (the last one may be shorter)."""
+    begin = chunk_id * chunk
+    return begin, tl.minimum(begin + chunk, n)

@@ -64,6 +64,7 @@ import triton
 import triton.language as tl
 
 from .config import LaunchConfig
+from .device_math import chunk_lanes
 from .launch import Launch, cdiv, kernel, next_power_of_2
 from .sizing import warps
 
@@ -523,8 +524,7 @@ def _renorm_digit_kernel(
         (LEVEL > COMPACT_LEVEL) | ((LEVEL == COMPACT_LEVEL) & (not (TOP_P | KEEPS)))
     )
     c = tl.program_id(0)
-    begin = c * chunk
-    end = tl.minimum(begin + chunk, vocab)
+    begin, end = chunk_lanes(c, chunk, vocab)
     tally_slots = tl.arange(0, TALLIES)
     for program_row in range(tl.program_id(1), batch, tl.num_programs(1)):
         row = tl.zeros((), tl.int64) + program_row
@@ -706,8 +706,7 @@ def _renorm_write_kernel(
     BLOCK_V: tl.constexpr,
 ):  # fmt: skip
     """Program (c, q) writes chunk c of rows q, q + grid, ... from the row's tau and kept mass."""
-    begin = tl.program_id(0) * chunk
-    end = tl.minimum(begin + chunk, vocab)
+    begin, end = chunk_lanes(tl.program_id(0), chunk, vocab)
     for program_row in range(tl.program_id(1), batch, tl.num_programs(1)):
         row = tl.zeros((), tl.int64) + program_row
         state = scratch_ptr + row * scratch_stride

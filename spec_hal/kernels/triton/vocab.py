@@ -49,6 +49,7 @@ import triton
 import triton.language as tl
 
 from .config import LaunchConfig
+from .device_math import chunk_lanes
 from .launch import Launch, cdiv, kernel, next_power_of_2
 from .sizing import walk_tile
 
@@ -273,8 +274,7 @@ def _top_chunk_kernel(
     q + grid, ..., stored in the row's sets: ``[2, chunks, TOP]`` int64, the keys then the ids."""
     chunk_id = tl.program_id(0)
     num_chunks = tl.num_programs(0)
-    begin = chunk_id * chunk
-    end = tl.minimum(begin + chunk, n)
+    begin, end = chunk_lanes(chunk_id, chunk, n)
     slots = tl.arange(0, TOP)
     for program_row in range(tl.program_id(1), rows, tl.num_programs(1)):
         row = tl.zeros((), tl.int64) + program_row
@@ -620,8 +620,7 @@ def _softmax_stats_kernel(
     chunk c of rows r, r + grid, ... in the row's int32 scratch from ``stats_column`` on (the maxima
     of its chunks, then the sums, as float32 bits)."""
     chunk_id = tl.program_id(0)
-    begin = chunk_id * chunk
-    end = tl.minimum(begin + chunk, vocab)
+    begin, end = chunk_lanes(chunk_id, chunk, vocab)
     for row in range(tl.program_id(1), batch, tl.num_programs(1)):
         row64 = tl.zeros((), tl.int64) + row
         temperature = _row_temperature(temperatures_ptr, temperatures_stride, row64, HAS_TEMPERATURES)
@@ -651,8 +650,7 @@ def _softmax_chunk_kernel(
     :func:`_top_merge_kernel`, one entry a chunk)."""
     chunk_id = tl.program_id(0)
     num_chunks = tl.num_programs(0)
-    begin = chunk_id * chunk
-    end = tl.minimum(begin + chunk, vocab)
+    begin, end = chunk_lanes(chunk_id, chunk, vocab)
     chunks = tl.arange(0, CHUNKS)
     for row in range(tl.program_id(1), batch, tl.num_programs(1)):
         row64 = tl.zeros((), tl.int64) + row
