@@ -107,38 +107,38 @@ def test_garbage_probs_write_only_the_output(op):
 
 
 # --------------------------------------------------------------------------------------------------
-# The three launch shapes: a row in one program's registers, one program walking each row, and rows
-# split into chunks (a launch per digit)
+# The two launch shapes: a row in one program's registers, and rows split into chunks (a launch per
+# digit), one chunk where a row spans one copy tile
 
 RESIDENT = dataclasses.replace(INTERPRETER, row_resident_lanes=4096, max_grid=2)
-#: Rows of one copy tile (up to 1024 lanes) and no register tile: one program walks each row.
-ONE_PROGRAM_PER_ROW = dataclasses.replace(INTERPRETER, copy_block_bytes=4096, row_resident_lanes=0)
+#: Rows of one copy tile (up to 1024 lanes) and no register tile: split rows of one chunk.
+ONE_CHUNK = dataclasses.replace(INTERPRETER, copy_block_bytes=4096, row_resident_lanes=0)
 SPLIT_ROWS = dataclasses.replace(INTERPRETER, row_programs=64, max_grid=2, row_resident_lanes=0)
-SHAPES = {"resident": RESIDENT, "per_row": ONE_PROGRAM_PER_ROW, "split": SPLIT_ROWS}
+SHAPES = {"resident": RESIDENT, "one_chunk": ONE_CHUNK, "split": SPLIT_ROWS}
 
 
 @pytest.mark.parametrize("vendor", TRITON_VENDORS)
 def test_the_conformance_and_bench_sizes_reach_every_launch_shape(vendor):
     """On every vendor's configuration, the conformance suite's accelerator cases and the bench's
-    renorm sizes reach all three kernels: ``many_rows`` at a short vocabulary the resident one, the
-    128k cases and ``many_rows_wide`` the split one (rows longer than registers split at any batch),
-    top-k's ``short_rows`` (few rows of one copy tile) the one walking each row."""
+    renorm sizes reach both kernels: ``many_rows`` and ``few_rows`` (up to the longest row registers
+    hold) the resident one, the 128k cases and ``many_rows_wide`` the split one (rows longer than registers
+    split at any batch)."""
     from spec_hal.bench import FULL_DEVICE_BENCH_BATCH
 
     config = VENDOR_CONFIGS[vendor]
     assert config.row_programs <= FULL_DEVICE_BENCH_BATCH
-    for top_p in (False, True):
-        assert renorm_kernels._plan(config, FULL_DEVICE_BENCH_BATCH, 131072, top_p)[0] == renorm_kernels.SPLIT
-        assert renorm_kernels._plan(config, 64, 32768, top_p)[0] == renorm_kernels.RESIDENT
-    # A few rows: top-k splits them over programs, top-p holds each in one program's registers.
-    assert renorm_kernels._plan(config, 8, 32768, False)[0] == renorm_kernels.SPLIT
-    assert renorm_kernels._plan(config, 8, 32768, True)[0] == renorm_kernels.RESIDENT
-    # The first prefix a case's name starts with says its shape, per op.
+    assert renorm_kernels._plan(config, FULL_DEVICE_BENCH_BATCH, 131072)[0] == renorm_kernels.SPLIT
+    assert renorm_kernels._plan(config, 1, 131072)[0] == renorm_kernels.SPLIT
+    # Rows that registers hold are held there at any batch, one launch: even one row, which would
+    # take less device time split, but a launch per digit.
+    for batch in (1, 8, 64):
+        assert renorm_kernels._plan(config, batch, 32768)[0] == renorm_kernels.RESIDENT
+    # The first prefix a case's name starts with says its shape.
     want = {
-        "many_rows_wide": (renorm_kernels.SPLIT, renorm_kernels.SPLIT),
-        "many_rows": (renorm_kernels.RESIDENT, renorm_kernels.RESIDENT),
-        "v128k": (renorm_kernels.SPLIT, renorm_kernels.SPLIT),
-        "short_rows": (renorm_kernels.ROWS, None),
+        "many_rows_wide": renorm_kernels.SPLIT,
+        "many_rows": renorm_kernels.RESIDENT,
+        "v128k": renorm_kernels.SPLIT,
+        "few_rows": renorm_kernels.RESIDENT,
     }
     reached = set()
     for case in all_cases():
@@ -146,39 +146,30 @@ def test_the_conformance_and_bench_sizes_reach_every_launch_shape(vendor):
         prefix = next((p for p in want if name.startswith(p)), None)
         if case.op in OPS and prefix is not None:
             sizes = case.build.keywords
-            shape = renorm_kernels._plan(config, sizes["bs"], sizes["vocab"], case.op == P)[0]
-            assert shape == want[prefix][case.op == P], case.name
+            assert renorm_kernels._plan(config, sizes["bs"], sizes["vocab"])[0] == want[prefix], case.name
             reached.add((case.op, prefix))
-    assert reached == {(op, prefix) for op in OPS for prefix in want if want[prefix][op == P] is not None}
-    assert {shape for shapes in want.values() for shape in shapes} >= {
-        renorm_kernels.RESIDENT,
-        renorm_kernels.ROWS,
-        renorm_kernels.SPLIT,
-    }
+    assert reached == {(op, prefix) for op in OPS for prefix in want}
 
 
 def test_the_interpreter_configurations_take_every_shape():
-    """The interpreter's own configuration holds the small cases' rows in registers (top-k's from two
-    rows on) and splits the wider ones; the configurations below pin each shape (so the cases below
-    run through all three)."""
+    """The interpreter's own configuration holds the small cases' rows in registers and splits the
+    wider ones; the configurations below pin each shape (so the cases below run through both, and
+    through split rows of one chunk)."""
     tile = INTERPRETER.copy_block_bytes // 4  # split rows are chunks of whole copy tiles
     plan = renorm_kernels._plan
-    for top_p in (False, True):
-        assert plan(INTERPRETER, 2, 200, top_p)[0] == renorm_kernels.RESIDENT
-        assert plan(INTERPRETER, 2, 2500, top_p)[0] == renorm_kernels.SPLIT
-        assert plan(RESIDENT, 5, 300, top_p)[0] == renorm_kernels.RESIDENT
-        assert plan(ONE_PROGRAM_PER_ROW, 2, 200, top_p)[::3] == (renorm_kernels.ROWS, 200)
-        assert plan(SPLIT_ROWS, 5, 300, top_p) == (renorm_kernels.SPLIT, tile, 1, tile)
-        assert plan(SPLIT_ROWS, 5, tile, top_p)[::3] == (renorm_kernels.ROWS, tile)  # one chunk
-        # Enough rows to fill the device: still at least two chunks per row.
-        assert plan(SPLIT_ROWS, 500, 300, top_p)[0::3] == (renorm_kernels.SPLIT, 3 * tile)  # 150 -> 3 tiles
+    for batch in (1, 2):
+        assert plan(INTERPRETER, batch, 200)[0] == renorm_kernels.RESIDENT
+        assert plan(INTERPRETER, batch, 2500)[0] == renorm_kernels.SPLIT
+    assert plan(RESIDENT, 5, 300)[0] == renorm_kernels.RESIDENT
+    assert plan(ONE_CHUNK, 2, 200)[::3] == (renorm_kernels.SPLIT, 200)
+    assert plan(SPLIT_ROWS, 5, 300) == (renorm_kernels.SPLIT, tile, 1, tile)
+    assert plan(SPLIT_ROWS, 5, tile)[::3] == (renorm_kernels.SPLIT, tile)  # one chunk
+    # Enough rows to fill the device: still at least two chunks per row.
+    assert plan(SPLIT_ROWS, 500, 300)[0::3] == (renorm_kernels.SPLIT, 3 * tile)  # 150 -> 3 tiles
     # The tile is the row rounded up to a power of two, never past row_resident_lanes.
     narrow = dataclasses.replace(RESIDENT, row_resident_lanes=300)
-    assert plan(narrow, 5, 256, True)[:2] == (renorm_kernels.RESIDENT, 256)
-    assert plan(narrow, 5, 257, True)[0] != renorm_kernels.RESIDENT
-    # One row: top-k counts in memory (both of the other shapes), top-p holds it in registers.
-    assert plan(INTERPRETER, 1, 200, False)[0] == renorm_kernels.SPLIT
-    assert plan(INTERPRETER, 1, 200, True)[0] == renorm_kernels.RESIDENT
+    assert plan(narrow, 5, 256)[:2] == (renorm_kernels.RESIDENT, 256)
+    assert plan(narrow, 5, 257)[0] != renorm_kernels.RESIDENT
 
 
 @pytest.mark.parametrize("config", SHAPES.values(), ids=SHAPES.keys())
@@ -200,7 +191,7 @@ def test_both_shapes_agree_with_the_reference(op, rows, config):
 LONG_CHUNKS = dataclasses.replace(SPLIT_ROWS, row_programs=10)
 #: (configuration, whether its digit passes keep values, id).
 KEEPING_SHAPES = [
-    (ONE_PROGRAM_PER_ROW, False, "per_row"),
+    (ONE_CHUNK, False, "one_chunk"),
     (SPLIT_ROWS, False, "split_short_chunks"),
     (LONG_CHUNKS, True, "split_long_chunks"),
 ]
@@ -224,7 +215,7 @@ def test_split_rows_keep_their_bracket_in_out_unless_out_is_probs(op, rows, conf
     """Split rows in chunks of several blocks: once the key's exponent is found, the search stores
     its bracket's values in ``out`` and reads those from then on (top-k finds tau from them in the
     launch that stores them, where they are few: see the finisher's test below); in place (``out`` is ``probs``) it
-    reads the row every pass, and so do chunks of few blocks and one program walking a row. Every
+    reads the row every pass, and so do chunks of few blocks (one chunk a row among them). Every
     way agrees with the reference, and the in-place call leaves nothing of the bracket behind."""
     kwargs = B[op](torch.device("cpu"), bs=5, vocab=600, rows=rows, seed=7)
     probs = kwargs["probs"]

@@ -33,8 +33,6 @@ LARGE_VOCAB = 131072
 ROWS = ("peaked", "flat", "ties", "one_hot", "equal")
 #: More rows than any vendor configuration's ``row_programs`` (a test checks it).
 MANY_ROWS_BATCH = 1100
-#: A row of at most one copy tile on every vendor configuration (a test checks it).
-SHORT_VOCAB = 1000
 #: The longest row any vendor configuration holds in registers (a test checks it).
 RESIDENT_VOCAB_LIMIT = 32768
 
@@ -269,8 +267,9 @@ def _edge_cases() -> list[Case]:
         _case(p, "many_rows_scalar_p", rows="peaked", p=0.9, **many_rows),
         _case(k, "many_rows_wide", rows="peaked", k_values=(1, 50, 4000, 0), **many_rows_wide),
         _case(p, "many_rows_wide", rows="flat", p_values=(0.5, 0.9, 0.999, 1.0), **many_rows_wide),
-        # A few rows of one copy tile: top-k walks each in one program (top-p holds it in registers).
-        _case(k, "short_rows", bs=4, vocab=SHORT_VOCAB, rows="peaked", k_values=(1, 7, 500, 0)),
+        # A few of the longest rows registers hold: each in one program's registers, as at any batch.
+        _case(k, "few_rows", bs=4, vocab=RESIDENT_VOCAB_LIMIT, rows="peaked", k_values=(1, 7, 500, 0)),
+        _case(p, "few_rows", bs=4, vocab=RESIDENT_VOCAB_LIMIT, rows="flat", p_values=(0.25, 0.9, 1.0)),
     ]
     return edges
 

@@ -26,9 +26,6 @@ class LaunchConfig:
             whole row in one program (read once, every pass over registers, written from there)
             with ``row_num_warps`` warps; the tile is the row rounded up to a power of two, and
             longer rows are split into chunks. 0: never.
-        row_resident_top_k_rows: the fewest rows for which top-k holds rows in registers (its
-            bisection there takes one program per row; with fewer rows, splitting each row over
-            many programs that count in memory is faster). Top-p holds them at any batch.
         row_finish_rows: the batch from which top-k's split rows no longer find tau in the launch
             that keeps their bracket's values (its last program of each row bisects the kept
             values alone, which pays while few rows leave the device idle; with many rows those
@@ -65,7 +62,6 @@ class LaunchConfig:
     row_num_warps: int = 16
     row_programs: int = 256
     row_resident_lanes: int = 32768
-    row_resident_top_k_rows: int = 32
     row_finish_rows: int = 1 << 30
     split_row_lanes: int = 65536
     vocab_block_bytes: int = 0
@@ -94,6 +90,5 @@ INTERPRETER = LaunchConfig(
     row_num_warps=1,
     row_programs=8,
     row_resident_lanes=256,
-    row_resident_top_k_rows=2,
     split_row_lanes=256,
 )

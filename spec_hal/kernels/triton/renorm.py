@@ -36,21 +36,21 @@ every lane is read before it is written, by the thread that writes it). Rows tha
 (from L2 when it is still there): the op's bytes are counted once. Negative keys (negative values,
 which the contract rejects) match no digit and fall below every ``tau``.
 
-Three shapes of launch:
+Two shapes of launch:
 
-* a row that fits one program's registers (``config.row_resident_lanes``; for top-k, from
-  ``config.row_resident_top_k_rows`` rows on): one program per row reads it once, finds tau by a
-  bisection of the keys over its registers (31 steps, each a count or a mass of the values at or
-  above a key), and writes the output from them;
-* longer rows, at any batch: each row is split into chunks (at least two), one program per
-  (chunk, row), one launch per digit (and top-k's that keeps the bracket) and one that writes. A program tallies its chunk into the row's
-  scratch; the last program of the row to arrive (an atomic count) adds the chunks' tallies in chunk
-  order (the same sums every run) and stores the row's next digit, which the next launch reads. Rows
-  are split even when there are enough of them to fill the device: the kept values that chunks of
-  several blocks store make the later passes short, where one program walking its row reads it
-  whole at every pass, from memory once the rows in flight outgrow L2;
-* a row of one copy tile that is not held in registers (top-k below
-  ``config.row_resident_top_k_rows`` rows): one program per row, all passes in one launch.
+* a row that fits one program's registers (``config.row_resident_lanes``), at any batch: one
+  program per row reads it once, finds tau by a bisection of the keys over its registers (31 steps,
+  each a count or a mass of the values at or above a key), and writes the output from them. With
+  few rows, splitting them (below) takes less device time, but a launch per digit: engines call
+  these ops eagerly, where those launches' host time outweighs it;
+* longer rows, at any batch: each row is split into chunks (at least two where it spans two copy
+  tiles), one program per (chunk, row), one launch per digit (and top-k's that keeps the bracket)
+  and one that writes. A program tallies its chunk into the row's scratch; the last program of the
+  row to arrive (an atomic count) adds the chunks' tallies in chunk order (the same sums every run)
+  and stores the row's next digit, which the next launch reads. Rows are split even when there are
+  enough of them to fill the device: the kept values that chunks of several blocks store make the
+  later passes short, where one program walking its row would read it whole at every pass, from
+  memory once the rows in flight outgrow L2.
 """
 
 from __future__ import annotations
@@ -73,12 +73,9 @@ _KEY_BITS = tl.constexpr(31)
 #: One past the largest key: top-p's first bracket is ``[0, _KEY_END)``.
 _KEY_END = tl.constexpr(2**31)
 #: Digit widths (bits) of (top-k, top-p): top-p's pivots per pass are ``2**DIGIT``. A pass costs a
-#: read of the row plus work per value that grows with the digit's values (``tl.histogram``'s bit
-#: ballots, or a compare, a select and an add per pivot), and a split row a launch per digit too. A
-#: top-k program walking its row is bound by the histogram's work, so its digits are narrower than
-#: the split ones; top-p's pivots weigh the same in both shapes, and so do its digits.
-_ROW_DIGIT_BITS = (5, 3)
-_SPLIT_DIGIT_BITS = (8, 3)
+#: launch, a read of the chunk (or of its kept values) and work per value that grows with the digit's
+#: values (``tl.histogram``'s bit ballots, or a compare, a select and an add per pivot).
+_DIGIT_BITS = (8, 3)
 #: Split rows keep the values of their bracket in ``out`` once this many high bits of tau's key (the
 #: exponent's) are known, and read those from then on: the bracket then holds a small part of a row.
 _COMPACT_AFTER_BITS = 8
@@ -327,86 +324,6 @@ def _store_renormalised(out_row, out_stride_v, offsets, inside, values, kept, ke
 
 
 # --------------------------------------------------------------------------------------------------
-# One program per row
-
-
-@triton.jit
-def _top_k_threshold(row_ptr, stride_v, vocab, k, DIGIT: tl.constexpr, BLOCK_V: tl.constexpr):
-    """(tau's key, sum of the kept values) for 1 <= k < V."""
-    prefix = tl.zeros((), tl.int32)
-    count_above = tl.zeros((), tl.int64)
-    kept_mass = tl.zeros((), tl.float32)
-    for level in tl.static_range((_KEY_BITS + DIGIT - 1) // DIGIT):
-        prefix, count_above, kept_mass = _top_k_digit(
-            row_ptr, stride_v, vocab, k, prefix, count_above, level, DIGIT, BLOCK_V
-        )
-    return prefix, kept_mass
-
-
-@triton.jit
-def _top_k_digit(
-    row_ptr, stride_v, vocab, k, prefix, count_above, LEVEL: tl.constexpr, DIGIT: tl.constexpr,
-    BLOCK_V: tl.constexpr,
-):  # fmt: skip
-    HIGH: tl.constexpr = _KEY_BITS - LEVEL * DIGIT
-    SHIFT: tl.constexpr = (HIGH - DIGIT) * (HIGH > DIGIT)
-    counts, mass_above, _ = _count_pass(
-        row_ptr, stride_v, 0, vocab, prefix, row_ptr, stride_v, HIGH, SHIFT, BLOCK_V, False
-    )
-    return _top_k_select(counts, mass_above, prefix, count_above, k, HIGH, SHIFT)
-
-
-@triton.jit
-def _top_p_threshold(
-    row_ptr, stride_v, vocab, top_p, DIGIT: tl.constexpr, BLOCK_R: tl.constexpr, UNROLL: tl.constexpr
-):  # fmt: skip
-    """(tau's key, sum of the kept values) for top_p < 1. Every pass reads the row: keeping the
-    bracket's values, as split rows do, would have other threads of the program read what one
-    stored, which needs a barrier that orders global memory (not every backend's does)."""
-    low = tl.zeros((), tl.int64)
-    high = low + _KEY_END
-    target = tl.zeros((), tl.float32)
-    kept_mass = tl.zeros((), tl.float32)
-    for level in tl.static_range((_KEY_BITS + DIGIT - 1) // DIGIT):
-        pivots = _pivots(low, high, DIGIT)
-        masses = _mass_pass(row_ptr, stride_v, 0, vocab, pivots, BLOCK_R, UNROLL)
-        if level == 0:  # the first pivot is key 0: its mass is the row's total
-            target = top_p * _first(masses)
-        low, high, kept_mass = _top_p_select(masses, pivots, high, target)
-    return low.to(tl.int32), kept_mass
-
-
-@kernel
-@triton.jit
-def _renorm_rows_kernel(
-    probs_ptr, probs_stride_b, probs_stride_v,
-    out_ptr, out_stride_b, out_stride_v,
-    param_ptr, param_stride, param_value,
-    batch, vocab,
-    TOP_P: tl.constexpr, PER_ROW: tl.constexpr, BLOCK_V: tl.constexpr, BLOCK_R: tl.constexpr,
-    DIGIT: tl.constexpr,
-):  # fmt: skip
-    """``param``: the row's k (int) or top_p (float32), from ``param_ptr`` when ``PER_ROW``."""
-    for program_row in range(tl.program_id(0), batch, tl.num_programs(0)):
-        row = tl.zeros((), tl.int64) + program_row
-        row_ptr = probs_ptr + row * probs_stride_b
-        param, keep_all = _row_parameter(param_ptr, param_stride, param_value, row, vocab, TOP_P, PER_ROW)
-        if keep_all:
-            tau_key = tl.zeros((), tl.int32) + _KEY_MIN
-            kept_mass = _range_total(row_ptr, probs_stride_v, 0, vocab, BLOCK_V)
-        elif TOP_P:
-            tau_key, kept_mass = _top_p_threshold(
-                row_ptr, probs_stride_v, vocab, param, DIGIT, BLOCK_R, _UNROLL
-            )
-        else:
-            tau_key, kept_mass = _top_k_threshold(row_ptr, probs_stride_v, vocab, param, DIGIT, BLOCK_V)
-        _write_range(
-            row_ptr, probs_stride_v, out_ptr + row * out_stride_b, out_stride_v, 0, vocab, tau_key, kept_mass,
-            BLOCK_V,
-        )  # fmt: skip
-
-
-# --------------------------------------------------------------------------------------------------
 # One program per row, the row held in registers
 
 
@@ -452,7 +369,8 @@ def _renorm_resident_kernel(
     TOP_P: tl.constexpr, PER_ROW: tl.constexpr, BLOCK_V: tl.constexpr,
 ):  # fmt: skip
     """Each row read once into a ``BLOCK_V``-lane register tile (``BLOCK_V >= vocab``), tau found
-    there, the output written from it; ``param`` as in :func:`_renorm_rows_kernel`."""
+    there, the output written from it. ``param``: the row's k (int) or top_p (float32), from
+    ``param_ptr`` when ``PER_ROW``."""
     for program_row in range(tl.program_id(0), batch, tl.num_programs(0)):
         row = tl.zeros((), tl.int64) + program_row
         row_ptr = probs_ptr + row * probs_stride_b
@@ -720,25 +638,23 @@ def _renorm_write_kernel(
 # Launchers
 
 
-#: The three launch shapes (see the module docstring).
-RESIDENT, ROWS, SPLIT = "resident", "rows", "split"
+#: The two launch shapes (see the module docstring).
+RESIDENT, SPLIT = "resident", "split"
 
 
 @functools.lru_cache(maxsize=1024)
-def _plan(config: LaunchConfig, batch: int, vocab: int, top_p: bool) -> tuple[str, int, int, int]:
+def _plan(config: LaunchConfig, batch: int, vocab: int) -> tuple[str, int, int, int]:
     """(launch shape, lanes per tile, warps, lanes of a row per program). A row whose tile (the row
-    rounded up to a power of two) fits ``config.row_resident_lanes`` (for top-k, from
-    ``config.row_resident_top_k_rows`` rows on): one program per row holding it in that tile. Else
-    each row in chunks of whole copy tiles, at least two, about ``config.row_programs`` programs in
-    all (a row of one tile takes the one-program kernel)."""
+    rounded up to a power of two) fits ``config.row_resident_lanes``: one program per row holding it
+    in that tile, at any batch. Else each row in chunks of whole copy tiles, at least two where the
+    row spans two, about ``config.row_programs`` programs in all."""
     row_tile = next_power_of_2(vocab)
-    if row_tile <= config.row_resident_lanes and (top_p or batch >= config.row_resident_top_k_rows):
+    if row_tile <= config.row_resident_lanes:
         return RESIDENT, row_tile, warps(row_tile, 4, config.warp_size, config.row_num_warps), vocab
     block_v = min(next_power_of_2(config.copy_block_bytes // 4), row_tile)
     chunks_per_row = max(cdiv(config.row_programs, batch), 2)
     chunk = min(cdiv(cdiv(vocab, chunks_per_row), block_v) * block_v, vocab)
-    shape = ROWS if chunk >= vocab else SPLIT
-    return shape, block_v, warps(block_v, 4, config.warp_size, config.copy_num_warps), chunk
+    return SPLIT, block_v, warps(block_v, 4, config.warp_size, config.copy_num_warps), chunk
 
 
 class _Launches(NamedTuple):
@@ -762,21 +678,13 @@ def _launches(
     """The launches of :func:`_plan`'s shape for this layout. Split rows keep their bracket's values
     in ``out`` once the key's high bits are found (unless ``out`` is ``probs``), so that later passes
     read those instead of the row."""
-    shape, block_v, num_warps, chunk = _plan(config, batch, vocab, top_p)
-    rows_grid = (min(batch, config.max_grid),)
+    shape, block_v, num_warps, chunk = _plan(config, batch, vocab)
     if shape == RESIDENT:
         resident = _renorm_resident_kernel.at(
-            rows_grid, TOP_P=top_p, PER_ROW=per_row, BLOCK_V=block_v, num_warps=num_warps
+            (min(batch, config.max_grid),), TOP_P=top_p, PER_ROW=per_row, BLOCK_V=block_v, num_warps=num_warps
         )
         return _Launches(shape, (resident,), chunk)
-    if shape == ROWS:
-        digit = _ROW_DIGIT_BITS[top_p]
-        rows = _renorm_rows_kernel.at(
-            rows_grid, TOP_P=top_p, PER_ROW=per_row, BLOCK_V=block_v, BLOCK_R=max(block_v >> digit, 1),
-            DIGIT=digit, num_warps=num_warps,
-        )  # fmt: skip
-        return _Launches(shape, (rows,), chunk)
-    digit = _SPLIT_DIGIT_BITS[top_p]
+    digit = _DIGIT_BITS[top_p]
     num_chunks = cdiv(vocab, chunk)
     grid = (num_chunks, min(batch, config.max_grid))
     compact_level = _compact_level(in_place, digit, chunk // block_v)
