@@ -160,9 +160,10 @@ def _recording(
 ) -> Iterator[Any]:
     """Inside: every family op's dispatch calls its launcher with the launch configuration set on
     the yielded object (``.config``), and every :class:`~spec_hal.kernels.triton.launch.Launch` is
-    appended to ``sink`` (jit function, arguments, keyword arguments) instead of run."""
+    appended to ``sink`` (jit function, arguments, keyword arguments) instead of run (each of a
+    :class:`~spec_hal.kernels.triton.launch.LaunchSequence`'s launches)."""
     from . import ops
-    from .kernels.triton.launch import Launch
+    from .kernels.triton.launch import Launch, LaunchSequence
 
     class Current:
         config: Any = None
@@ -170,9 +171,14 @@ def _recording(
     def record(launch: Any, *args: Any) -> None:
         sink.append((launch.kernel.jit, args, dict(launch.options)))
 
-    original = Launch.__call__
+    def record_each(sequence: Any, *args: Any) -> None:
+        for launch in sequence.launches:
+            record(launch, *args)
+
+    original = Launch.__call__, LaunchSequence.__call__
     patched = []
     Launch.__call__ = record  # type: ignore[method-assign, assignment]
+    LaunchSequence.__call__ = record_each  # type: ignore[method-assign, assignment]
     try:
         for name, launcher in launchers.items():
             op = getattr(ops, name)
@@ -181,19 +187,17 @@ def _recording(
             patched.append(op)
         yield Current
     finally:
-        Launch.__call__ = original  # type: ignore[method-assign]
+        Launch.__call__, LaunchSequence.__call__ = original  # type: ignore[method-assign]
         for op in patched:
             del op.dispatch
 
 
 #: Sizes that reach kernels the bench's sizes never launch: the two-launch move of one segment
-#: longer than a chunk (``segment_lens=None``), which the bench does not time; top-k's row walk;
-#: fast_topk's one program per row in the copy tile, and its and fast_sample's rows split in the
-#: vocabulary tile; the split softmax on every vendor.
+#: longer than a chunk (``segment_lens=None``), which the bench does not time; fast_topk's one
+#: program per row in the copy tile, and its and fast_sample's rows split in the vocabulary tile;
+#: the split softmax on every vendor.
 COVERAGE_SIZES: dict[str, list[dict[str, Any]]] = {
     "move_kv_cache": [{"bs": 64, "num_steps": 3, "segmented": False}],
-    # A few rows of one copy tile: one program walks each.
-    "top_k_renorm_prob": [{"bs": 4, "vocab": 1000}],
     # Rows enough to fill the device: one program walks each, where the bench's batches split them;
     # one long row: too few programs for the copy tile, split into chunks of the vocabulary tile.
     "fast_topk": [{"topk": 4, "vocab": 32768, "bs": 2048}, {"topk": 4, "vocab": 131072, "bs": 1}],

@@ -201,7 +201,8 @@ def launch_shape(call: Callable[[], Any]) -> LaunchShape:
     none (a torch provider, or Triton not installed)."""
     return tuple(
         (launch.grid, int(launch.options.get("num_warps", TRITON_DEFAULT_WARPS)))
-        for launch, _ in host.recorded_launches(call)
+        for launches, _ in host.each_launch(host.recorded_launches(call))
+        for launch in launches
     )
 
 

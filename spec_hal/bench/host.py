@@ -173,6 +173,11 @@ def recorded_launches(call: Callable[[], Any]) -> list[Any]:
     return launches
 
 
+def each_launch(recorded: list[Any]) -> list[tuple[tuple[Any, ...], tuple[Any, ...]]]:
+    """Per recorded entry (a launch or a launch sequence), its launches and their arguments."""
+    return [(getattr(made, "launches", (made,)), args) for made, args in recorded]
+
+
 def _launch_stages(
     launches: list[Any], repeats: int, drain: Callable[[], None] | None
 ) -> tuple[float, float, int] | None:
@@ -191,4 +196,4 @@ def _launch_stages(
             return None
         binder += stages[0]
         launcher += stages[1]
-    return binder, launcher, len(launches)
+    return binder, launcher, sum(len(made) for made, _ in each_launch(launches))

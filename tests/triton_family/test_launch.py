@@ -20,14 +20,17 @@ from spec_hal.kernels.triton.launch import Kernel, cdiv, next_power_of_2
 
 
 class FakeCompiled:
-    def __init__(self, label: str) -> None:
+    def __init__(self, label: str, journal: list[str] | None = None) -> None:
         self.label = label
         self.function = f"function-{label}"
         self.packed_metadata = f"metadata-{label}"
         self.launches: list[tuple] = []
+        #: Shared by a JIT's binaries: the labels of their launches, in order.
+        self.journal = [] if journal is None else journal
 
     def run(self, *args):
         self.launches.append(args)
+        self.journal.append(self.label)
 
 
 class FakeJit:
@@ -37,6 +40,7 @@ class FakeJit:
         self.device_caches: dict[int, tuple] = {}
         self.jit_launches: list[tuple] = []
         self.binaries: dict[tuple, FakeCompiled] = {}
+        self.journal: list[str] = []
 
     def binder(self, *args, **kwargs):
         # Specialisation like Triton's: the dtype-ish "kind" of each argument and whether ints are 1.
@@ -52,7 +56,7 @@ class FakeJit:
             self.jit_launches.append((grid, args, kwargs))
             _, specialization, options = self.binder(*args, **kwargs)
             key = (tuple(specialization), tuple(options.items()))
-            return self.binaries.setdefault(key, FakeCompiled(str(len(self.binaries))))
+            return self.binaries.setdefault(key, FakeCompiled(str(len(self.binaries)), self.journal))
 
         return run
 
@@ -86,6 +90,54 @@ def test_first_launch_goes_through_triton_then_the_plan(fake_runtime):
     pointer = table.data_ptr()  # the launcher gets the device pointer as an int, not the tensor
     planned = (1234, "function-0", "metadata-0", None, None, None, pointer, 3, 0.5, 64)
     assert compiled.launches == [(5, 2, 1, *planned), (5, 2, 1, *planned), (6, 1, 1, *planned)]
+
+
+def test_a_sequence_reads_its_arguments_once_for_every_launch(fake_runtime, monkeypatch):
+    jit = FakeJit()
+    kernel = Kernel(jit)
+    stream_reads = []
+    monkeypatch.setattr(fake_runtime, "get_current_stream", lambda device: stream_reads.append(device) or 99)
+    passes = [kernel.at((4, 2), LEVEL=level, num_warps=4) for level in range(3)]
+    sequence = launch.LaunchSequence(passes)
+    table = torch.arange(8, dtype=torch.int32)
+    sequence(table, 5)  # no plans yet: each launch goes through Triton and files its plan
+    assert [kwargs["LEVEL"] for _, _, kwargs in jit.jit_launches] == [0, 1, 2]
+    stream_reads.clear()
+    other = torch.arange(8, dtype=torch.int32)
+    sequence(table, 5)
+    sequence(other, 5)  # another tensor of the same key
+    assert len(jit.jit_launches) == 3 and stream_reads == [0, 0]  # one stream read a call
+    for level, compiled in enumerate(jit.binaries.values()):
+        fixed = (4, 2, 1, 99, compiled.function, compiled.packed_metadata, None, None, None)
+        assert compiled.launches == [
+            (*fixed, table.data_ptr(), 5, level),
+            (*fixed, other.data_ptr(), 5, level),
+        ]
+    sequence(table.long(), 5)  # a new key: each launch through Triton again, then planned
+    assert [kwargs["LEVEL"] for _, _, kwargs in jit.jit_launches[3:]] == [0, 1, 2]
+
+
+def test_a_sequence_runs_its_launches_in_order(fake_runtime):
+    jit = FakeJit()
+    kernel = Kernel(jit)
+    sequence = launch.LaunchSequence([kernel.at((1,), LEVEL=level) for level in (2, 0, 1)])
+    table = torch.arange(4)
+    sequence(table, 1)
+    sequence(table, 1)
+    labels = {kwargs["LEVEL"]: str(i) for i, (_, _, kwargs) in enumerate(jit.jit_launches)}
+    assert jit.journal == [labels[2], labels[0], labels[1]]
+    with launch.recording() as recorded:  # recorded as one entry, still launched in order
+        sequence(table, 1)
+    assert recorded == [(sequence, (table, 1))] and jit.journal[3:] == jit.journal[:3]
+    # Timed stage by stage as one: the lookup once, then each launch (five times each here).
+    plan_s, launcher_s = launch.stage_seconds(sequence, (table, 1), repeats=5)
+    assert plan_s > 0 and launcher_s > 0 and jit.journal[6:] == jit.journal[:3] * 5
+
+
+def test_a_sequence_is_of_one_kernel():
+    first, second = Kernel(FakeJit()), Kernel(FakeJit())
+    with pytest.raises(ValueError, match="launches: one kernel"):
+        launch.LaunchSequence([first.at((1,)), second.at((1,))])
 
 
 def test_each_new_key_goes_through_triton_once(fake_runtime):

@@ -247,6 +247,10 @@ class Launch:
     def __call__(self, *args: Any) -> None:
         if _recorded is not None:
             _recorded.append((self, args))
+        self.launch(args)
+
+    def launch(self, args: tuple[Any, ...]) -> None:
+        """Launch on ``args`` (what a call does, unrecorded)."""
         if _INTERPRETED or _takes_tritons_path():
             self.kernel.jit[self.grid](*args, **self.options)
             return
@@ -296,6 +300,76 @@ class Launch:
     def __repr__(self) -> str:
         options = ", ".join(f"{name}={value!r}" for name, value in self.options.items())
         return f"<launch of {getattr(self.kernel.jit, '__name__', self.kernel.jit)}[{self.grid}]({options})>"
+
+
+class LaunchSequence:
+    """Launches of one kernel made one after another on the same positional arguments (a launcher's
+    passes over the same tensors, each with its own constexprs or grid): ``sequence(*args)`` makes
+    each in order. The arguments are read once for all of them (one plan key, one device and
+    stream), where each launch alone would read them again; the plans of each key are found once,
+    then kept together.
+
+    Where a launch holds no plan for the arguments yet (or Triton's path must launch), each launch
+    is made on its own, as it would be outside a sequence (and files its plan). :func:`recording`
+    records the sequence as one entry.
+    """
+
+    __slots__ = ("launches", "_kernel", "_plans")
+
+    def __init__(self, launches: Sequence[Launch]) -> None:
+        self.launches = tuple(launches)
+        kernels = {launch.kernel for launch in self.launches}
+        if len(kernels) != 1:
+            raise ValueError(f"launches: one kernel's launches expected, got {len(kernels)} kernels")
+        (self._kernel,) = kernels
+        #: Per plan key, each launch's plan and grid, in order.
+        self._plans: dict[Hashable, tuple[tuple[Plan, int, int, int], ...]] = {}
+
+    def __call__(self, *args: Any) -> None:
+        if _recorded is not None:
+            _recorded.append((self, args))
+        if _INTERPRETED or _takes_tritons_path():
+            found = None
+        else:
+            active = driver.active
+            device = active.get_current_device()
+            found = self.plans_for(device, args)
+        if found is None:
+            for launch in self.launches:
+                launch.launch(args)
+            return
+        plans, values = found
+        stream = active.get_current_stream(device)
+        for plan, x, y, z in plans:
+            plan.go(x, y, z, stream, values)
+
+    def plans_for(
+        self, device: int, args: tuple[Any, ...]
+    ) -> tuple[tuple[tuple[Plan, int, int, int], ...], tuple[Any, ...]] | None:
+        """Each launch's plan for these arguments and the launcher values they share; None where
+        some launch has none."""
+        for reader in self._kernel._readers:
+            try:
+                read = reader(device, *args)
+            except Exception:  # another count, an object where a tensor was
+                continue
+            if read is None:
+                continue
+            key, values = read
+            plans = self._plans.get(key)
+            if plans is None:
+                found = [launch._plans.get(key) for launch in self.launches]
+                if any(plan is None for plan in found):
+                    return None
+                plans = tuple(
+                    (plan, launch._x, launch._y, launch._z)
+                    for plan, launch in zip(found, self.launches, strict=True)
+                    if plan is not None  # all are: narrows the type
+                )
+                if len(self._plans) < MAX_PLANS:
+                    self._plans[key] = plans
+            return plans, values
+        return None
 
 
 def _kinds_of(args: tuple[Any, ...]) -> str | None:
@@ -360,13 +434,13 @@ def make_reader(kinds: str, *, number: int = 0) -> Reader:
 
 
 #: The launches of the block under :func:`recording` (benchmarks only); None: nothing recorded.
-_recorded: list[tuple[Launch, tuple[Any, ...]]] | None = None
+_recorded: list[tuple[Launch | LaunchSequence, tuple[Any, ...]]] | None = None
 
 
 @contextlib.contextmanager
-def recording() -> Iterator[list[tuple[Launch, tuple[Any, ...]]]]:
-    """Record every launch made inside the block as (launch, args); benchmarks use it to time a
-    provider's launches stage by stage (:func:`stage_seconds`)."""
+def recording() -> Iterator[list[tuple[Launch | LaunchSequence, tuple[Any, ...]]]]:
+    """Record every launch made inside the block as (launch, args), a :class:`LaunchSequence` as one
+    entry; benchmarks use it to time a provider's launches stage by stage (:func:`stage_seconds`)."""
     global _recorded
     previous, _recorded = _recorded, []
     try:
@@ -375,26 +449,39 @@ def recording() -> Iterator[list[tuple[Launch, tuple[Any, ...]]]]:
         _recorded = previous
 
 
-def stage_seconds(launch: Launch, args: tuple[Any, ...], repeats: int = 200) -> tuple[float, float] | None:
-    """Host seconds per call of the two stages of a planned launch: finding the plan (the reader
-    and the lookup: what replaces Triton's binder), and the compiled kernel's launcher (which
-    launches the kernel for real). None where the launch would not take a plan (first launch,
-    interpreter, launch hooks)."""
+def stage_seconds(
+    launch: Launch | LaunchSequence, args: tuple[Any, ...], repeats: int = 200
+) -> tuple[float, float] | None:
+    """Host seconds per call of the two stages of a planned launch (or of a :class:`LaunchSequence`'s
+    launches): finding the plan (the reader and the lookup: what replaces Triton's binder), and the
+    compiled kernel's launcher (which launches the kernel for real). None where the launch would not
+    take a plan (first launch, interpreter, launch hooks)."""
     if _INTERPRETED or _takes_tritons_path():
         return None
     active = driver.active
     device = active.get_current_device()
-    found = launch.plan_for(device, args)
-    if found is None:
-        return None
-    plan, values = found
+    lookup: Callable[[int, tuple[Any, ...]], Any]
+    if isinstance(launch, LaunchSequence):
+        lookup = launch.plans_for
+        in_sequence = lookup(device, args)
+        if in_sequence is None:
+            return None
+        plans, values = in_sequence
+    else:
+        lookup = launch.plan_for
+        alone = lookup(device, args)
+        if alone is None:
+            return None
+        plans, values = ((alone[0], launch._x, launch._y, launch._z),), alone[1]
     started = time.perf_counter()
     for _ in range(repeats):
-        launch.plan_for(device, args)
+        lookup(device, args)
     plan_seconds = (time.perf_counter() - started) / repeats
     started = time.perf_counter()
     for _ in range(repeats):
-        plan.go(launch._x, launch._y, launch._z, active.get_current_stream(device), values)
+        stream = active.get_current_stream(device)
+        for plan, x, y, z in plans:
+            plan.go(x, y, z, stream, values)
     return plan_seconds, (time.perf_counter() - started) / repeats
 
 

@@ -65,7 +65,7 @@ import triton.language as tl
 
 from .config import LaunchConfig
 from .device_math import chunk_lanes
-from .launch import Launch, cdiv, kernel, next_power_of_2
+from .launch import Launch, LaunchSequence, cdiv, kernel, next_power_of_2
 from .sizing import warps
 
 #: Bits of a key (the sign bit of a non-negative float is 0).
@@ -669,6 +669,8 @@ class _Launches(NamedTuple):
     #: Split rows: programs per row, and the int32 columns of a row's scratch (0 otherwise).
     num_chunks: int = 0
     scratch_columns: int = 0
+    #: Split rows: the digit launches (all but the write), which take the same arguments.
+    digits: LaunchSequence | None = None
 
 
 @functools.lru_cache(maxsize=1024)
@@ -716,7 +718,7 @@ def _launches(
     )
     write = _renorm_write_kernel.at(grid, BLOCK_V=block_v, num_warps=num_warps)
     scratch_columns = _STATE_SLOTS.value + num_chunks * ((1 << digit) + 2)
-    return _Launches(shape, (*digits, write), chunk, num_chunks, scratch_columns)
+    return _Launches(shape, (*digits, write), chunk, num_chunks, scratch_columns, LaunchSequence(digits))
 
 
 def _finish_lanes(chunks: int) -> int:
@@ -748,20 +750,19 @@ def _launch(
     # Split rows keep values in out unless it is probs. Meta tensors (launches captured for
     # compilation) hold no data: every pointer is 0.
     in_place = out is probs or out.data_ptr() == probs.data_ptr() != 0
-    shape, launches, chunk, num_chunks, scratch_columns = _launches(
+    shape, launches, chunk, num_chunks, scratch_columns, digits = _launches(
         config, batch, vocab, top_p, param is not None, in_place
     )
     param_args = (param, 0 if param is None else param.stride()[0], param_value)
-    if shape != SPLIT:
+    if digits is None:
         launches[0](probs, *probs.stride(), out, *out.stride(), *param_args, batch, vocab)
         return
-    *digits, write = launches
+    write = launches[-1]
     scratch = torch.zeros(batch, scratch_columns, dtype=torch.int32, device=probs.device)
-    for digit in digits:  # the same arguments at every digit
-        digit(
-            probs, *probs.stride(), out, *out.stride(), *param_args, scratch, scratch.stride()[0], batch, vocab,
-            chunk, num_chunks,
-        )  # fmt: skip
+    digits(
+        probs, *probs.stride(), out, *out.stride(), *param_args, scratch, scratch.stride()[0], batch, vocab, chunk,
+        num_chunks,
+    )  # fmt: skip
     write(
         probs, *probs.stride(), out, *out.stride(), scratch, scratch.stride()[0], batch, vocab, chunk,
     )  # fmt: skip
