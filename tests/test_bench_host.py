@@ -3,6 +3,8 @@ provider arguments are the ones the contract dispatches, and the inputs rotate."
 
 from __future__ import annotations
 
+import types
+
 import pytest
 import torch
 
@@ -70,6 +72,14 @@ def test_a_loop_queues_a_bounded_number_of_launches():
     assert host.capped_repeats(400, 10_000) == host.MIN_REPEATS
 
 
+def test_a_launch_sequence_counts_as_its_launches():
+    """A recorded :class:`LaunchSequence` is one entry of several launches: the queue bound and the
+    launch shapes count each of them."""
+    sequence = types.SimpleNamespace(launches=("digit 0", "digit 1", "digit 2"))
+    recorded = [(sequence, (1, 2)), ("write", (3,))]
+    assert host.each_launch(recorded) == [(("digit 0", "digit 1", "digit 2"), (1, 2)), (("write",), (3,))]
+
+
 def test_each_timing_loop_starts_with_the_device_drained(monkeypatch):
     events = []
     real = host._median_seconds
@@ -84,9 +94,14 @@ def test_each_timing_loop_starts_with_the_device_drained(monkeypatch):
     assert events == [("loop", 30), "drain"] * 3  # the drain comes first inside each loop
 
 
-def test_an_op_making_many_launches_is_timed_over_fewer_calls(monkeypatch):
+@pytest.mark.parametrize(
+    "recorded",
+    [[("launch", ())] * 16, [(types.SimpleNamespace(launches=("launch",) * 16), ())]],
+    ids=["launches", "one_sequence"],
+)
+def test_an_op_making_many_launches_is_timed_over_fewer_calls(monkeypatch, recorded):
     repeats = []
-    monkeypatch.setattr(host, "recorded_launches", lambda call: ["launch"] * 16)
+    monkeypatch.setattr(host, "recorded_launches", lambda call: recorded)
     monkeypatch.setattr(host, "_launch_stages", lambda launches, repeats, drain: None)
     monkeypatch.setattr(host, "_median_seconds", lambda fn, count, drain: repeats.append(count) or 1e-6)
     host.breakdown("assign_extend_cache_locs", _inputs(), repeats=400)

@@ -136,7 +136,7 @@ def breakdown(
     op = getattr(public_ops, op_name)
     dispatches = [_provider_args(op, kwargs) for kwargs in inputs]
     recorded = recorded_launches(functools.partial(op, **inputs[0]))
-    repeats = capped_repeats(repeats, len(recorded))
+    repeats = capped_repeats(repeats, sum(len(launches) for launches, _ in each_launch(recorded)))
     public = _median_seconds(rotating([functools.partial(op, **kwargs) for kwargs in inputs]), repeats, drain)
     row = {"public_us": public * 1e6}
     if not all(dispatches):  # returned before dispatching (an empty batch): nothing more to split
