@@ -72,12 +72,21 @@ def test_a_loop_queues_a_bounded_number_of_launches():
     assert host.capped_repeats(400, 10_000) == host.MIN_REPEATS
 
 
-def test_a_launch_sequence_counts_as_its_launches():
-    """A recorded :class:`LaunchSequence` is one entry of several launches: the queue bound and the
-    launch shapes count each of them."""
-    sequence = types.SimpleNamespace(launches=("digit 0", "digit 1", "digit 2"))
-    recorded = [(sequence, (1, 2)), ("write", (3,))]
-    assert host.each_launch(recorded) == [(("digit 0", "digit 1", "digit 2"), (1, 2)), (("write",), (3,))]
+def test_a_launch_sequence_counts_as_its_launches(monkeypatch):
+    """A recorded :class:`LaunchSequence` is one entry of several launches: the queue bound (below)
+    and the launch shapes count each of them."""
+    from spec_hal import bench
+
+    def made(grid, warps):
+        return types.SimpleNamespace(grid=grid, options={"num_warps": warps, "LEVEL": 0})
+
+    digits = (made((4, 2), 4), made((4, 2), 8))
+    sequence = types.SimpleNamespace(launches=digits)
+    write = made((4, 1), 4)
+    recorded = [(sequence, (1, 2)), (write, (3,))]
+    assert host.each_launch(recorded) == [(digits, (1, 2)), ((write,), (3,))]
+    monkeypatch.setattr(host, "recorded_launches", lambda call: recorded)
+    assert bench.launch_shape(lambda: None) == (((4, 2), 4), ((4, 2), 8), ((4, 1), 4))
 
 
 def test_each_timing_loop_starts_with_the_device_drained(monkeypatch):

@@ -130,6 +130,22 @@ def test_capture_records_the_providers_launches_with_each_vendors_configuration(
         aot.capture(configs, "quick", ops=["no_such_op"])
 
 
+@needs_compiler
+def test_capture_records_each_launch_of_a_launch_sequence(configs):
+    """Split renorm rows make their digit launches through one LaunchSequence: the capture records
+    each of them (what the providers launch), and leaves the sequence unpatched."""
+    from spec_hal.kernels.triton import renorm
+    from spec_hal.kernels.triton.launch import LaunchSequence
+
+    sequence_call = LaunchSequence.__call__
+    captured = aot.capture(configs, "full", ops=["top_p_renorm_prob"])
+    assert not captured.errors and LaunchSequence.__call__ is sequence_call
+    made = [m for m in captured.launches["cuda"] if m.sizes["vocab"] == 131072 and m.sizes["bs"] == 64]
+    planned = renorm._launches(configs["cuda"], 64, 131072, True, True, False)
+    assert planned.digits is not None and len(planned.digits.launches) == 11
+    assert [m.kwargs.get("LEVEL") for m in made] == [*range(11), None]  # each digit, then the write
+
+
 def _small_specialisation(configs, vendor: str, target: aot.Target) -> aot.Specialisation:
     captured = aot.capture({vendor: configs[vendor]}, "quick", ops=["align_evict_mask_to_page_size"])
     return aot.specialise(captured.launches[vendor], target, every=False)[0]

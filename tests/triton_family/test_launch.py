@@ -134,6 +134,19 @@ def test_a_sequence_runs_its_launches_in_order(fake_runtime):
     assert plan_s > 0 and launcher_s > 0 and jit.journal[6:] == jit.journal[:3] * 5
 
 
+def test_a_sequence_whose_launches_are_partly_planned_makes_each_on_its_own(fake_runtime):
+    jit = FakeJit()
+    kernel = Kernel(jit)
+    first, second = kernel.at((2,), LEVEL=0), kernel.at((2,), LEVEL=1)
+    table = torch.arange(4)
+    first(table, 3)  # only the first launch holds a plan
+    sequence = launch.LaunchSequence([first, second])
+    sequence(table, 3)  # the second goes through Triton (and files its plan), the first its plan
+    assert [kwargs["LEVEL"] for _, _, kwargs in jit.jit_launches] == [0, 1]
+    sequence(table, 3)  # both planned now: no more Triton
+    assert len(jit.jit_launches) == 2 and jit.journal == ["0", "0", "1"]
+
+
 def test_a_sequence_is_of_one_kernel():
     first, second = Kernel(FakeJit()), Kernel(FakeJit())
     with pytest.raises(ValueError, match="launches: one kernel"):

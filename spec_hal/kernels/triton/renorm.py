@@ -647,7 +647,8 @@ def _plan(config: LaunchConfig, batch: int, vocab: int) -> tuple[str, int, int, 
     """(launch shape, lanes per tile, warps, lanes of a row per program). A row whose tile (the row
     rounded up to a power of two) fits ``config.row_resident_lanes``: one program per row holding it
     in that tile, at any batch. Else each row in chunks of whole copy tiles, at least two where the
-    row spans two, about ``config.row_programs`` programs in all."""
+    row spans two, about ``config.row_programs`` programs in all (a row of one tile is one chunk, the
+    row itself, in a tile of the row rounded up to a power of two)."""
     row_tile = next_power_of_2(vocab)
     if row_tile <= config.row_resident_lanes:
         return RESIDENT, row_tile, warps(row_tile, 4, config.warp_size, config.row_num_warps), vocab
