@@ -136,7 +136,7 @@ def breakdown(
     op = getattr(public_ops, op_name)
     dispatches = [_provider_args(op, kwargs) for kwargs in inputs]
     recorded = recorded_launches(functools.partial(op, **inputs[0]))
-    repeats = capped_repeats(repeats, sum(len(launches) for launches, _ in each_launch(recorded)))
+    repeats = capped_repeats(repeats, launch_count(recorded))
     public = _median_seconds(rotating([functools.partial(op, **kwargs) for kwargs in inputs]), repeats, drain)
     row = {"public_us": public * 1e6}
     if not all(dispatches):  # returned before dispatching (an empty batch): nothing more to split
@@ -178,6 +178,11 @@ def each_launch(recorded: list[Any]) -> list[tuple[tuple[Any, ...], tuple[Any, .
     return [(getattr(made, "launches", (made,)), args) for made, args in recorded]
 
 
+def launch_count(recorded: list[Any]) -> int:
+    """The launches of recorded entries, each of a sequence's counted."""
+    return sum(len(launches) for launches, _ in each_launch(recorded))
+
+
 def _launch_stages(
     launches: list[Any], repeats: int, drain: Callable[[], None] | None
 ) -> tuple[float, float, int] | None:
@@ -196,4 +201,4 @@ def _launch_stages(
             return None
         binder += stages[0]
         launcher += stages[1]
-    return binder, launcher, sum(len(made) for made, _ in each_launch(launches))
+    return binder, launcher, launch_count(launches)

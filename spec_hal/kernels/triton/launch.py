@@ -186,6 +186,18 @@ class Kernel:
     def _launch_at(self, grid: Sequence[int], /, *args: Any, **options: Any) -> None:
         self.at(grid, **options)(*args)
 
+    def read(self, device: int, args: tuple[Any, ...]) -> tuple[Hashable, tuple[Any, ...]] | None:
+        """(plan key, launcher values) of these arguments on ``device``, from the reader of their
+        signature (a reader accepts its own signature's arguments only); None where none reads them."""
+        for reader in self._readers:
+            try:
+                read = reader(device, *args)
+            except Exception:  # another count, an object where a tensor was
+                continue
+            if read is not None:
+                return read
+        return None
+
     def can_read(self, kinds: str) -> bool:
         """Whether a reader serves the signature ``kinds`` or one can still be filed for it."""
         return kinds in self._signatures or len(self._signatures) < MAX_SIGNATURES
@@ -247,10 +259,6 @@ class Launch:
     def __call__(self, *args: Any) -> None:
         if _recorded is not None:
             _recorded.append((self, args))
-        self.launch(args)
-
-    def launch(self, args: tuple[Any, ...]) -> None:
-        """Launch on ``args`` (what a call does, unrecorded)."""
         if _INTERPRETED or _takes_tritons_path():
             self.kernel.jit[self.grid](*args, **self.options)
             return
@@ -266,16 +274,11 @@ class Launch:
     def plan_for(self, device: int, args: tuple[Any, ...]) -> tuple[Plan, tuple[Any, ...]] | None:
         """The plan of these arguments on ``device`` and the positional values its launcher takes
         (device pointers for tensors); None where Triton's own path must launch."""
-        for reader in self.kernel._readers:
-            try:
-                read = reader(device, *args)
-            except Exception:  # another count, an object where a tensor was
-                continue
-            if read is not None:
-                plan = self._plans.get(read[0])
-                if plan is not None:
-                    return plan, read[1]
-        return None
+        read = self.kernel.read(device, args)
+        if read is None:
+            return None
+        plan = self._plans.get(read[0])
+        return None if plan is None else (plan, read[1])
 
     def _launch_and_plan(self, device: int, args: tuple[Any, ...]) -> None:
         """Launch through Triton (which compiles or finds the binary), then file the plan of this
@@ -335,41 +338,45 @@ class LaunchSequence:
             device = active.get_current_device()
             found = self.plans_for(device, args)
         if found is None:
-            for launch in self.launches:
-                launch.launch(args)
+            self._each_on_its_own(args)
             return
         plans, values = found
         stream = active.get_current_stream(device)
         for plan, x, y, z in plans:
             plan.go(x, y, z, stream, values)
 
+    def _each_on_its_own(self, args: tuple[Any, ...]) -> None:
+        """Each launch called as outside a sequence, unrecorded (the sequence is recorded)."""
+        global _recorded
+        recorded, _recorded = _recorded, None
+        try:
+            for launch in self.launches:
+                launch(*args)
+        finally:
+            _recorded = recorded
+
     def plans_for(
         self, device: int, args: tuple[Any, ...]
     ) -> tuple[tuple[tuple[Plan, int, int, int], ...], tuple[Any, ...]] | None:
         """Each launch's plan for these arguments and the launcher values they share; None where
         some launch has none."""
-        for reader in self._kernel._readers:
-            try:
-                read = reader(device, *args)
-            except Exception:  # another count, an object where a tensor was
-                continue
-            if read is None:
-                continue
-            key, values = read
-            plans = self._plans.get(key)
-            if plans is None:
-                found = [launch._plans.get(key) for launch in self.launches]
-                if any(plan is None for plan in found):
-                    return None
-                plans = tuple(
-                    (plan, launch._x, launch._y, launch._z)
-                    for plan, launch in zip(found, self.launches, strict=True)
-                    if plan is not None  # all are: narrows the type
-                )
-                if len(self._plans) < MAX_PLANS:
-                    self._plans[key] = plans
-            return plans, values
-        return None
+        read = self._kernel.read(device, args)
+        if read is None:
+            return None
+        key, values = read
+        plans = self._plans.get(key)
+        if plans is None:
+            found = [launch._plans.get(key) for launch in self.launches]
+            if any(plan is None for plan in found):
+                return None
+            plans = tuple(
+                (plan, launch._x, launch._y, launch._z)
+                for plan, launch in zip(found, self.launches, strict=True)
+                if plan is not None  # all are: narrows the type
+            )
+            if len(self._plans) < MAX_PLANS:
+                self._plans[key] = plans
+        return plans, values
 
 
 def _kinds_of(args: tuple[Any, ...]) -> str | None:
