@@ -19,11 +19,3 @@ def chunk_lanes(chunk_id, chunk, n):
     of ``chunk`` lanes (the last one may be shorter)."""
     begin = chunk_id * chunk
     return begin, tl.minimum(begin + chunk, n)
-
-
-@triton.jit
-def max_then_lowest_index(value1, index1, value2, index2):
-    """Combine of a ``tl.reduce`` over (values, indices): the larger value, and among equal values
-    the lower index."""
-    first = (value1 > value2) | ((value1 == value2) & (index1 < index2))
-    return tl.where(first, value1, value2), tl.where(first, index1, index2)

@@ -37,7 +37,6 @@ import triton.language as tl
 
 from ..._constants import NAN_LOGIT, SIMULATED_TOKEN
 from .config import LaunchConfig
-from .device_math import max_then_lowest_index
 from .launch import Launch, cdiv, kernel, next_power_of_2
 
 #: Programs the first launch aims at: several per SM of a ~100-SM device.
@@ -65,6 +64,12 @@ def _slice_argmax(row_ptr, stride_v, start, vocab, SLICE: tl.constexpr):
 
 
 @triton.jit
+def _max_then_lowest_index(value1, index1, value2, index2):
+    first = (value1 > value2) | ((value1 == value2) & (index1 < index2))
+    return tl.where(first, value1, value2), tl.where(first, index1, index2)
+
+
+@triton.jit
 def _combine_partials(partials_ptr, index_plane, slots, inside, vocab, AXIS: tl.constexpr):
     """The D6 argmax (int64) over the partials at ``slots`` along ``AXIS``: the largest max, and
     among equal maxima the lowest index (slices cover ascending ranges, each partial holds its
@@ -74,7 +79,7 @@ def _combine_partials(partials_ptr, index_plane, slots, inside, vocab, AXIS: tl.
     maxima = tl.load(partials_ptr + slots, mask=inside, other=float("-inf"))
     index_bits = tl.load(partials_ptr + index_plane + slots, mask=inside, other=0.0)
     indices = tl.where(inside, index_bits.to(tl.int32, bitcast=True), vocab)
-    _, index = tl.reduce((maxima, indices), AXIS, max_then_lowest_index)
+    _, index = tl.reduce((maxima, indices), AXIS, _max_then_lowest_index)
     return index.to(tl.int64)
 
 

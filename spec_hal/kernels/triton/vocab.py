@@ -49,7 +49,7 @@ import triton
 import triton.language as tl
 
 from .config import LaunchConfig
-from .device_math import chunk_lanes, max_then_lowest_index
+from .device_math import chunk_lanes
 from .launch import Launch, cdiv, kernel, next_power_of_2
 from .sizing import walk_tile
 
@@ -120,18 +120,18 @@ def _worst(top_keys, top_index, valid, key_max):
 
 
 @triton.jit
-def _insert_block(keys, ids, top_keys, top_index, valid, worst_key, worst_index, key_min, key_max):
-    """Move the block's entries that beat the set's worst into the best set, best first: one
-    reduction per entry, of (key, id) pairs, finds the largest key with its lowest id. Blocks come
+def _insert_block(keys, offsets, top_keys, top_index, valid, worst_key, worst_index, key_min, key_max):
+    """Move the block's entries that beat the set's worst into the best set, best first. Blocks come
     in index order, so an entry tied with the worst has a higher index than it and stays out."""
-    best, at = tl.reduce((keys, ids), 0, max_then_lowest_index)
+    best = tl.max(keys, 0)
     while best > worst_key:
+        at = tl.min(tl.where(keys == best, offsets, _NO_INDEX), 0)
         replaced = valid & (top_keys == worst_key) & (top_index == worst_index)
         top_keys = tl.where(replaced, best, top_keys)
         top_index = tl.where(replaced, at, top_index)
-        keys = tl.where(ids == at, key_min, keys)
+        keys = tl.where(offsets == at, key_min, keys)
         worst_key, worst_index = _worst(top_keys, top_index, valid, key_max)
-        best, at = tl.reduce((keys, ids), 0, max_then_lowest_index)
+        best = tl.max(keys, 0)
     return top_keys, top_index, worst_key, worst_index
 
 
