@@ -11,8 +11,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from spec_hal.bench import Timing, _row, builders, bytes_moved, run, settle_launch_reference
-from spec_hal.bench.report import missed_targets
+from spec_hal.bench import (
+    NOISE_SHAPED_LIKE,
+    Timing,
+    _row,
+    builders,
+    bytes_moved,
+    run,
+    set_ceiling,
+    settle_launch_reference,
+)
+from spec_hal.bench.report import missed_targets, section
 from spec_hal.errors import SpecHalError
 from spec_hal.ops import KVBuffers
 
@@ -148,6 +157,79 @@ def test_the_latency_target_reads_the_grid_floor_where_the_run_measured_it():
     assert missed_targets({"launch_floor_us": 1.0, "rows": [row(x_floor=1.6)]}) == [
         "- assign_extend_cache_locs, latency: bs=512: 1.6x"
     ]
+
+
+def test_the_ceiling_is_the_portable_time_over_the_bytes_at_copy_bandwidth_plus_the_drawn_noise():
+    rows = [{"op": "fast_sample", "provider": p, "bytes": 4_200_000} for p in ("portable", "triton")]
+    set_ceiling(rows, portable_us=40.0, copy_bandwidth_gbs=4200.0, drawn_noise_us=3.0)
+    # 4.2 MB at 4200 GB/s is 1 us; with the 3 us draw no provider can take less than 4 us
+    for row in rows:
+        assert row["least_device_us"] == 4.0 and row["x_ceiling"] == 10.0 and row["drawn_noise_us"] == 3.0
+    set_ceiling(rows[:1], portable_us=40.0, copy_bandwidth_gbs=4200.0, drawn_noise_us=None)
+    assert rows[0]["x_ceiling"] == 40.0
+
+
+@pytest.mark.parametrize("op", sorted(NOISE_SHAPED_LIKE))
+def test_the_drawn_noise_takes_the_shape_of_a_matrix_argument_of_the_ops_builder(op):
+    kwargs = builders()[op](torch.device("cpu"), bs=3)
+    assert kwargs[NOISE_SHAPED_LIKE[op]].shape[0] == 3 and kwargs[NOISE_SHAPED_LIKE[op]].dim() == 2
+
+
+def test_vocabulary_ops_below_five_times_portable_from_64_rows_are_missed_with_their_ceiling():
+    def row(op="fast_sample", provider="triton", bs=64, speedup=2.0, **extra):
+        return {
+            "op": op,
+            "provider": provider,
+            "size": f"vocab=32768 bs={bs}",
+            "class": "bandwidth",
+            "bytes": 1 << 20,
+            "time_us": 10.0,
+            "speedup_vs_portable": speedup,
+            **extra,
+        }
+
+    data = {
+        "launch_floor_us": 1.0,
+        "rows": [
+            row(x_ceiling=3.9),
+            row(bs=8),  # below the batch the target starts at
+            row(provider="portable", speedup=1.0),
+            row(op="fast_topk", speedup=5.0),  # met
+            row(op="move_kv_cache"),  # not a vocabulary op
+        ],
+    }
+    assert missed_targets(data) == ["- fast_sample, 5x portable: vocab=32768 bs=64: 2.0x (at most 3.9x)"]
+    del data["rows"][0]["x_ceiling"]  # a run before the ceiling was measured
+    assert missed_targets(data) == ["- fast_sample, 5x portable: vocab=32768 bs=64: 2.0x"]
+
+
+def test_the_rendered_section_says_what_a_speedup_ceiling_is_where_a_missed_line_gives_one():
+    with open(
+        Path(__file__).resolve().parents[1] / "docs/bench/h200-0276914.json", encoding="utf-8"
+    ) as handle:
+        data = json.load(handle)
+    explained = "the least any provider can take in this run"
+    assert explained not in section(data, "run.json")
+    rows = [r for r in data["rows"] if r["op"] == "fast_sample" and r["size"] == "vocab=32768 bs=64"]
+    set_ceiling(rows, rows[0]["graph_us"], data["copy_bandwidth_gbs"], drawn_noise_us=20.0)
+    text = section(data, "run.json")
+    assert explained in text and f"bs=64: {rows[1]['speedup_vs_portable']}x (at most " in text
+
+
+@pytest.mark.parametrize(("pct", "missed"), [(59.0, True), (61.0, False)])
+def test_the_vocabulary_ops_bandwidth_target_is_sixty_percent(pct, missed):
+    rows = [
+        {
+            "op": "top_k_renorm_prob",
+            "provider": "triton",
+            "size": "vocab=131072 bs=512",
+            "class": "bandwidth",
+            "bytes": 1 << 30,
+            "pct_copy_bw": pct,
+        }
+    ]
+    lines = missed_targets({"launch_floor_us": 1.0, "rows": rows})
+    assert lines == (["- top_k_renorm_prob, bandwidth >= 60%: vocab=131072 bs=512: 59.0%"] if missed else [])
 
 
 def test_cpu_run_measures_every_provider_against_portable():

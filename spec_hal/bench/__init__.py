@@ -26,11 +26,12 @@ from .. import ops as public_ops
 from .. import registry, runtime
 from .._version import __version__
 from ..conformance.runner import device_context, family_modules, tensors_in, torch_device_of
+from ..ops.sampling._common import exponential_noise
 from ..reporting import git_commit, versions
 from ..testing import use_provider
 from . import host
 from .naive import NAIVE_LOOPS
-from .report import COLUMNS, dispatch_line, host_floor_line
+from .report import COLUMNS, VOCABULARY_OPS, dispatch_line, host_floor_line
 
 #: Version of the layout of :func:`run`'s result (the JSON of ``spec-hal bench --json``): raised when
 #: a key changes meaning or goes away.
@@ -40,15 +41,6 @@ QUICK_SIZES = [{"bs": 1}, {"bs": 64}, {"bs": 256}]
 FULL_SIZES = [{"bs": b} for b in (1, 8, 64, 256, 512)]
 #: KV rows of 8 KV heads x 128 dims bf16 (2 KiB); bs 64 / 512 segments of 4 lanes move 256 / 2048 slots.
 _KV_ROW = {"num_layers": 60, "row_shape": (8, 128)}
-#: The ops whose passes run over a whole vocabulary row.
-VOCABULARY_OPS = (
-    "top_k_renorm_prob",
-    "top_p_renorm_prob",
-    "fast_topk",
-    "fast_sample",
-    "renorm_draft_probs",
-    "sample_draft_proposal",
-)
 #: A batch of as many rows as the vendors' ``row_programs`` (or more), at a 128k vocabulary: the
 #: renormalisation still splits each row over programs there (a test checks it), the rows in flight
 #: far outgrowing L2.
@@ -278,6 +270,40 @@ def _measure(
     return row
 
 
+#: What the public op does before it dispatches, whatever the provider: the exponential race's
+#: noise, drawn from the caller's generator (D2, D4) in the shape of this argument.
+NOISE_SHAPED_LIKE = {"fast_sample": "probs", "sample_draft_proposal": "logits"}
+
+
+def _drawn_noise(
+    op: str, builder: Callable[..., dict[str, Any]], sizes: dict[str, Any], device: torch.device
+) -> float | None:
+    """Device time (graph replay, µs) of the noise ``op``'s public call draws before it dispatches,
+    at ``sizes``; None where it draws none."""
+    like = NOISE_SHAPED_LIKE.get(op)
+    if like is None or not runtime.supports_graph_capture(device):
+        return None
+    shape = builder(device, **sizes)[like].shape
+    generator = torch.Generator(device=device).manual_seed(0)
+    draw = functools.partial(exponential_noise, shape, device, generator)
+    return time_graph(draw, device, generators=[generator]).median_us
+
+
+def set_ceiling(
+    rows: list[dict[str, Any]], portable_us: float, copy_bandwidth_gbs: float, drawn_noise_us: float | None
+) -> None:
+    """On each row of one op and size: ``least_device_us``, the least device time any provider can
+    take in this run (the op's bytes at the copy bandwidth, plus the noise its public call draws
+    before any provider runs), and ``x_ceiling``, the portable provider's time over it: the largest
+    speed-up over portable any provider can reach."""
+    least_us = rows[0]["bytes"] / (copy_bandwidth_gbs * 1e3) + (drawn_noise_us or 0.0)
+    for row in rows:
+        if drawn_noise_us is not None:
+            row["drawn_noise_us"] = round(drawn_noise_us, 2)
+        row["least_device_us"] = round(least_us, 2)
+        row["x_ceiling"] = round(portable_us / least_us, 2)
+
+
 def dispatch_overhead(device: torch.device) -> dict[str, float]:
     """Host time of ``spec_hal.ops.fast_topk`` pieces: the public call, ``dispatch`` (lookup + call),
     and the bound provider called directly. Overhead = dispatch - direct."""
@@ -347,9 +373,11 @@ def run(
                     checkpoint(data)
             providers = [i.provider for i in registry.implementations(op, descriptor.name)]
             portable_time = None
+            size_rows = []
+            op_class = registry.ops()[op].op_class
             for provider in sorted(providers, key=lambda p: p != registry.PORTABLE):
                 measured = _measure(op, builder, sizes, device, provider, floors)
-                row = _row(op, provider, sizes, measured, registry.ops()[op].op_class, data)
+                row = _row(op, provider, sizes, measured, op_class, data)
                 row["intended"] = registry.intent_of(descriptor, op).provider
                 if provider == registry.PORTABLE:
                     portable_time = row.get("graph_us") or row["time_us"]
@@ -359,6 +387,15 @@ def run(
                     else None
                 )
                 rows.append(row)
+                size_rows.append(row)
+            if (
+                device.type != "cpu"
+                and op_class == "bandwidth"
+                and portable_time
+                and data.get("copy_bandwidth_gbs")
+            ):
+                drawn = _drawn_noise(op, builder, sizes, device)
+                set_ceiling(size_rows, portable_time, data["copy_bandwidth_gbs"], drawn)
             naive = NAIVE_LOOPS.get(op)
             if naive is not None and device.type == "cpu":
                 kwargs = builder(device, **sizes)
