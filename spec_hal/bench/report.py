@@ -205,9 +205,10 @@ def section(data: dict[str, Any], source: str) -> str:
         if any("at most" in line for line in missed):
             head += [
                 "",
-                "A speed-up's 'at most' is the portable provider's device time over the least any provider can "
-                "take in this run (`least_device_us`): the op's bytes at the copy bandwidth, plus the noise "
-                "the public op draws from the caller's generator before any provider runs.",
+                "An 'at most' is the most any provider could reach in this run, from the least device time any "
+                "provider can take (`least_device_us`: the op's bytes at the copy bandwidth, plus the noise the "
+                "public op draws from the caller's generator before any provider runs): for a speed-up, the "
+                "portable provider's device time over it; for a bandwidth share, the part of it the bytes take.",
             ]
     return "\n".join(head) + "\n\n" + markdown_table(data) + "\n"
 
@@ -303,7 +304,12 @@ def missed_targets(data: dict[str, Any]) -> list[str]:
         target = BANDWIDTH_TARGET.get(op, BANDWIDTH_TARGET_DEFAULT)
         bandwidth_bound = row.get("class") == "bandwidth" and row.get("bytes", 0) >= BANDWIDTH_BOUND_BYTES
         if bandwidth_bound and row.get("pct_copy_bw") is not None and row["pct_copy_bw"] < target:
-            lines.setdefault((op, f"bandwidth >= {target:.0f}%"), []).append(f"{size}: {row['pct_copy_bw']}%")
+            bound = ""
+            if "drawn_noise_us" in row:  # the share of its least device time the op's bytes can fill
+                bound = f" (at most {100 * (1 - row['drawn_noise_us'] / row['least_device_us']):.1f}%)"
+            lines.setdefault((op, f"bandwidth >= {target:.0f}%"), []).append(
+                f"{size}: {row['pct_copy_bw']}%{bound}"
+            )
         if _has_host_target(row) and row["host_over_launch_us"] > host_allowance_us(row):
             lines.setdefault((op, "host"), []).append(
                 f"{size}: +{row['host_over_launch_us']} us (allowed +{host_allowance_us(row):g})"
