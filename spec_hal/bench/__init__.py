@@ -266,40 +266,59 @@ def _measure(
                             row["grid_floor"] = floors[shape]
                     except Exception as exc:  # the row stands without its grid floor
                         row["grid_floor_error"] = f"{type(exc).__name__}: {exc}"
+                if provider == registry.PORTABLE and op in NOISE_SHAPED_LIKE:
+                    try:
+                        row["drawn_noise"] = _drawn_noise(inputs[0][NOISE_SHAPED_LIKE[op]].shape, device)
+                    except Exception as exc:  # the op's rows then get no ceiling
+                        row["drawn_noise_error"] = f"{type(exc).__name__}: {exc}"
     row["bytes"] = bytes_moved(op, inputs[0])
     return row
 
 
 #: What the public op does before it dispatches, whatever the provider: the exponential race's
-#: noise, drawn from the caller's generator (D2, D4) in the shape of this argument.
+#: noise, drawn from the caller's generator (D2, D4) in the shape of this argument. Every provider
+#: then reads it (a test checks the ops and the shapes against the public calls).
 NOISE_SHAPED_LIKE = {"fast_sample": "probs", "sample_draft_proposal": "logits"}
 
 
-def _drawn_noise(
-    op: str, builder: Callable[..., dict[str, Any]], sizes: dict[str, Any], device: torch.device
-) -> float | None:
-    """Device time (graph replay, µs) of the noise ``op``'s public call draws before it dispatches,
-    at ``sizes``; None where it draws none."""
-    like = NOISE_SHAPED_LIKE.get(op)
-    if like is None or not runtime.supports_graph_capture(device):
-        return None
-    shape = builder(device, **sizes)[like].shape
+@dataclass
+class DrawnNoise:
+    timing: Timing  # graph replay of the draw
+    nbytes: int  # what a provider reads of it
+
+
+def _drawn_noise(shape: torch.Size, device: torch.device) -> DrawnNoise:
+    """The Exp(1) noise a public call draws before it dispatches, drawn as it draws it."""
     generator = torch.Generator(device=device).manual_seed(0)
     draw = functools.partial(exponential_noise, shape, device, generator)
-    return time_graph(draw, device, generators=[generator]).median_us
+    return DrawnNoise(time_graph(draw, device, generators=[generator]), 4 * shape.numel())
 
 
 def set_ceiling(
-    rows: list[dict[str, Any]], portable_us: float, copy_bandwidth_gbs: float, drawn_noise_us: float | None
+    op: str, op_class: str, rows: list[dict[str, Any]], portable: dict[str, Any], data: dict[str, Any]
 ) -> None:
-    """On each row of one op and size: ``least_device_us``, the least device time any provider can
-    take in this run (the op's bytes at the copy bandwidth, plus the noise its public call draws
-    before any provider runs), and ``x_ceiling``, the portable provider's time over it: the largest
-    speed-up over portable any provider can reach."""
-    least_us = rows[0]["bytes"] / (copy_bandwidth_gbs * 1e3) + (drawn_noise_us or 0.0)
+    """On each row of one op and size of an accelerator run (a bandwidth-bound op with a portable
+    row; ``portable``: what :func:`_measure` measured of it): ``least_device_us``, the least device
+    time any provider can take in this run, and ``x_ceiling``, the portable provider's time over it
+    (the largest speed-up over portable any provider can reach). The least time: one empty kernel's
+    (the launch floor), plus the op's bytes at the copy bandwidth, plus, where the public call draws
+    noise first, that draw and the provider's read of it (``drawn_noise_us``). A noise-drawing op
+    whose draw could not be timed gets no ceiling, and a note says why."""
+    copy_gbs, launch_us = data.get("copy_bandwidth_gbs"), data.get("launch_floor_us")
+    if op_class != "bandwidth" or not copy_gbs or not launch_us or not rows or "time" not in portable:
+        return
+    noise: DrawnNoise | None = portable.get("drawn_noise")
+    if op in NOISE_SHAPED_LIKE and noise is None:
+        for row in rows:
+            error = portable.get("drawn_noise_error", "not timed")
+            row["note"] = "; ".join(filter(None, [row.get("note"), f"no ceiling: drawn noise {error}"]))
+        return
+    portable_us = (portable.get("graph") or portable["time"]).median_us
+    nbytes = rows[0]["bytes"] + (noise.nbytes if noise else 0)
+    least_us = launch_us + nbytes / (copy_gbs * 1e3) + (noise.timing.median_us if noise else 0.0)
     for row in rows:
-        if drawn_noise_us is not None:
-            row["drawn_noise_us"] = round(drawn_noise_us, 2)
+        if noise:
+            row["drawn_noise_us"] = round(noise.timing.median_us, 2)
         row["least_device_us"] = round(least_us, 2)
         row["x_ceiling"] = round(portable_us / least_us, 2)
 
@@ -373,6 +392,7 @@ def run(
                     checkpoint(data)
             providers = [i.provider for i in registry.implementations(op, descriptor.name)]
             portable_time = None
+            portable: dict[str, Any] = {}
             size_rows = []
             op_class = registry.ops()[op].op_class
             for provider in sorted(providers, key=lambda p: p != registry.PORTABLE):
@@ -381,6 +401,7 @@ def run(
                 row["intended"] = registry.intent_of(descriptor, op).provider
                 if provider == registry.PORTABLE:
                     portable_time = row.get("graph_us") or row["time_us"]
+                    portable = measured
                 row["speedup_vs_portable"] = (
                     round(portable_time / (row.get("graph_us") or row["time_us"]), 2)
                     if portable_time
@@ -388,14 +409,8 @@ def run(
                 )
                 rows.append(row)
                 size_rows.append(row)
-            if (
-                device.type != "cpu"
-                and op_class == "bandwidth"
-                and portable_time
-                and data.get("copy_bandwidth_gbs")
-            ):
-                drawn = _drawn_noise(op, builder, sizes, device)
-                set_ceiling(size_rows, portable_time, data["copy_bandwidth_gbs"], drawn)
+            if device.type != "cpu":
+                set_ceiling(op, op_class, size_rows, portable, data)
             naive = NAIVE_LOOPS.get(op)
             if naive is not None and device.type == "cpu":
                 kwargs = builder(device, **sizes)
