@@ -6,7 +6,8 @@ benchmarked call is a conformant call. On the CPU: wall time with warm-up and re
 spread). On accelerators: device time with events over rotating input sets, graph-replay time, and
 eager host time per call; plus an empty Triton kernel (the launch floor), for each Triton row
 empty kernels launched with the row's own grids and warps (its grid floor), and a large
-device-to-device copy (the bandwidth ceiling).
+device-to-device copy (the bandwidth ceiling), from which each bandwidth-bound row gets the least
+device time any provider could take in the run (:func:`set_ceiling`).
 """
 
 from __future__ import annotations
