@@ -147,8 +147,11 @@ RUNNERS = {
 
 def test_every_op_of_the_family_has_cases_and_a_runner():
     assert set(RUNNERS) == set(sampling_cases.BUILDERS) == {c.op for c in CASES}
+    # keyed_uniform and its domains: tests/ops/test_keyed.py
+    keyed = {"keyed_uniform", "DRAFT_PROPOSAL", "ACCEPT_COIN", "FINAL_COIN"}
     assert set(RUNNERS) <= set(ops.__all__) and set(sampling_module.__all__) - set(RUNNERS) == {
-        "TargetVerifyTopk1Output"
+        "TargetVerifyTopk1Output",
+        *keyed,
     }
 
 

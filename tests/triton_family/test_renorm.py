@@ -113,7 +113,7 @@ def test_garbage_probs_write_only_the_output(op):
 RESIDENT = dataclasses.replace(INTERPRETER, row_resident_lanes=4096, max_grid=2)
 #: Rows of one copy tile (up to 1024 lanes) and no register tile: split rows of one chunk.
 ONE_CHUNK = dataclasses.replace(INTERPRETER, copy_block_bytes=4096, row_resident_lanes=0)
-SPLIT_ROWS = dataclasses.replace(INTERPRETER, row_programs=64, max_grid=2, row_resident_lanes=0)
+SPLIT_ROWS = dataclasses.replace(INTERPRETER, row_chunk_blocks=1, max_grid=2, row_resident_lanes=0)
 SHAPES = {"resident": RESIDENT, "one_chunk": ONE_CHUNK, "split": SPLIT_ROWS}
 
 
@@ -127,12 +127,10 @@ def test_the_conformance_and_bench_sizes_reach_every_launch_shape(vendor):
 
     config = VENDOR_CONFIGS[vendor]
     assert config.row_programs <= FULL_DEVICE_BENCH_BATCH
-    assert renorm_kernels._plan(config, FULL_DEVICE_BENCH_BATCH, 131072)[0] == renorm_kernels.SPLIT
-    assert renorm_kernels._plan(config, 1, 131072)[0] == renorm_kernels.SPLIT
+    assert renorm_kernels._plan(config, 131072)[0] == renorm_kernels.SPLIT
     # Rows that registers hold are held there at any batch, one launch: even one row, which would
     # take less device time split, but a launch per digit.
-    for batch in (1, 8, 64):
-        assert renorm_kernels._plan(config, batch, 32768)[0] == renorm_kernels.RESIDENT
+    assert renorm_kernels._plan(config, 32768)[0] == renorm_kernels.RESIDENT
     # The first prefix a case's name starts with says its shape.
     want = {
         "many_rows_wide": renorm_kernels.SPLIT,
@@ -146,7 +144,7 @@ def test_the_conformance_and_bench_sizes_reach_every_launch_shape(vendor):
         prefix = next((p for p in want if name.startswith(p)), None)
         if case.op in OPS and prefix is not None:
             sizes = case.build.keywords
-            assert renorm_kernels._plan(config, sizes["bs"], sizes["vocab"])[0] == want[prefix], case.name
+            assert renorm_kernels._plan(config, sizes["vocab"])[0] == want[prefix], case.name
             reached.add((case.op, prefix))
     assert reached == {(op, prefix) for op in OPS for prefix in want}
 
@@ -157,19 +155,17 @@ def test_the_interpreter_configurations_take_every_shape():
     through split rows of one chunk)."""
     tile = INTERPRETER.copy_block_bytes // 4  # split rows are chunks of whole copy tiles
     plan = renorm_kernels._plan
-    for batch in (1, 2):
-        assert plan(INTERPRETER, batch, 200)[0] == renorm_kernels.RESIDENT
-        assert plan(INTERPRETER, batch, 2500)[0] == renorm_kernels.SPLIT
-    assert plan(RESIDENT, 5, 300)[0] == renorm_kernels.RESIDENT
-    assert plan(ONE_CHUNK, 2, 200)[::3] == (renorm_kernels.SPLIT, 200)
-    assert plan(SPLIT_ROWS, 5, 300) == (renorm_kernels.SPLIT, tile, 1, tile)
-    assert plan(SPLIT_ROWS, 5, tile)[::3] == (renorm_kernels.SPLIT, tile)  # one chunk
-    # Enough rows to fill the device: still at least two chunks per row.
-    assert plan(SPLIT_ROWS, 500, 300)[0::3] == (renorm_kernels.SPLIT, 3 * tile)  # 150 -> 3 tiles
+    assert plan(INTERPRETER, 200)[0] == renorm_kernels.RESIDENT
+    assert plan(INTERPRETER, 2500)[::3] == (renorm_kernels.SPLIT, INTERPRETER.row_chunk_blocks * tile)
+    assert plan(RESIDENT, 300)[0] == renorm_kernels.RESIDENT
+    assert plan(ONE_CHUNK, 200)[::3] == (renorm_kernels.SPLIT, 200)
+    assert plan(SPLIT_ROWS, 300) == (renorm_kernels.SPLIT, tile, 1, tile)
+    assert plan(SPLIT_ROWS, tile)[::3] == (renorm_kernels.SPLIT, tile)  # one chunk
+    assert plan(LONG_CHUNKS, 600)[::3] == (renorm_kernels.SPLIT, 5 * tile)
     # The tile is the row rounded up to a power of two, never past row_resident_lanes.
     narrow = dataclasses.replace(RESIDENT, row_resident_lanes=300)
-    assert plan(narrow, 5, 256)[:2] == (renorm_kernels.RESIDENT, 256)
-    assert plan(narrow, 5, 257)[0] != renorm_kernels.RESIDENT
+    assert plan(narrow, 256)[:2] == (renorm_kernels.RESIDENT, 256)
+    assert plan(narrow, 257)[0] != renorm_kernels.RESIDENT
 
 
 @pytest.mark.parametrize("config", SHAPES.values(), ids=SHAPES.keys())
@@ -188,7 +184,7 @@ def test_both_shapes_agree_with_the_reference(op, rows, config):
 
 
 #: Split rows in two chunks of five blocks each (the interpreter's blocks are 64 lanes, the rows 600).
-LONG_CHUNKS = dataclasses.replace(SPLIT_ROWS, row_programs=10)
+LONG_CHUNKS = dataclasses.replace(SPLIT_ROWS, row_chunk_blocks=5)
 #: (configuration, whether its digit passes keep values, id).
 KEEPING_SHAPES = [
     (ONE_CHUNK, False, "one_chunk"),

@@ -9,6 +9,7 @@ the kernel must draw exactly the reference's ids, which the direct calls below c
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 import torch
@@ -124,15 +125,28 @@ def _gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
+def _race(noise: torch.Tensor, keyed: bool, step: int = 3) -> list[Any]:
+    """The race's provider arguments (noise, seeds, positions, step): the drawn noise, or keys (each
+    row its own seed and position, some past 2**32) whose draws the provider computes."""
+    if not keyed:
+        return [noise, None, None, 0]
+    rows = noise.shape[0]
+    seeds = torch.arange(rows, dtype=torch.int64) * 0x9E3779B97F4A7C15 % (1 << 62) - (1 << 61)
+    positions = torch.arange(rows, dtype=torch.int64) * (1 << 31) + 17
+    return [None, seeds, positions, step]
+
+
+@pytest.mark.parametrize("keyed", [False, True], ids=["drawn", "keyed"])
 @pytest.mark.parametrize("num_samples", [1, 3, 8])
-def test_fast_sample_draws_the_reference_ids_from_the_same_noise(num_samples):
+def test_fast_sample_draws_the_reference_ids_from_the_same_noise(num_samples, keyed):
     gen = _gen(num_samples)
     probs = torch.softmax(torch.randn(5, BLOCKS, generator=gen) * 2, dim=-1)
     noise = torch.empty(5, BLOCKS).exponential_(generator=gen)
     noise[1, 3] = 0.0  # clamped to tiny: a huge score
+    probs[4, 7:] = 0.0  # fewer non-zero entries than 8 samples: ties at 0 go to the lowest ids
     args = [
         probs,
-        noise,
+        *_race(noise, keyed),
         num_samples,
         torch.full((5, num_samples), float("nan")),
         torch.full((5, num_samples), -7),
@@ -140,9 +154,10 @@ def test_fast_sample_draws_the_reference_ids_from_the_same_noise(num_samples):
     assert_providers_agree("fast_sample", provider("fast_sample", SMALL_GRID), args)
 
 
+@pytest.mark.parametrize("keyed", [False, True], ids=["drawn", "keyed"])
 @pytest.mark.parametrize("walk", SOFTMAX_WALKS)
 @pytest.mark.parametrize("top_ks", [None, torch.tensor([0, 1, 2, 9, -1])])
-def test_sample_draft_proposal_draws_the_reference_ids_from_the_same_noise(top_ks, walk):
+def test_sample_draft_proposal_draws_the_reference_ids_from_the_same_noise(top_ks, walk, keyed):
     config, vocab = SOFTMAX_WALKS[walk]
     gen = _gen(7)
     logits = torch.randn(5, vocab, generator=gen) * 3
@@ -154,7 +169,7 @@ def test_sample_draft_proposal_draws_the_reference_ids_from_the_same_noise(top_k
         torch.full((5, 1), float("nan")),
         torch.full((5, 1), -7),
     ]
-    args = [logits, temperatures, top_ks, noise, *outputs]
+    args = [logits, temperatures, top_ks, *_race(noise, keyed), *outputs]
     assert_providers_agree("sample_draft_proposal", provider("sample_draft_proposal", config), args)
 
 
@@ -171,7 +186,13 @@ def test_sample_draft_proposal_greedy_ties_go_to_the_lowest_index(walk):
     logits[2] = -200.0
     logits[3] = float("-inf")
     outputs = [torch.full((4, vocab), float("nan")), torch.full((4, 1), float("nan")), torch.full((4, 1), -7)]
-    args = [logits, torch.ones(4, 1), torch.ones(4, dtype=torch.int64), torch.ones(4, vocab), *outputs]
+    args = [
+        logits,
+        torch.ones(4, 1),
+        torch.ones(4, dtype=torch.int64),
+        *_race(torch.ones(4, vocab), False),
+        *outputs,
+    ]
     assert_providers_agree("sample_draft_proposal", provider("sample_draft_proposal", config), args)
     provider("sample_draft_proposal", config)(*args)
     assert outputs[2].flatten().tolist() == [5, 70, 0, 0]
@@ -202,13 +223,19 @@ def test_fast_topk_ties_go_to_the_lowest_index(k):
 
 def test_rows_are_split_where_few_rows_would_leave_the_device_idle():
     plan = vocab_kernels._top_launches
-    split = plan(SPLIT_ROWS, 4, SPLIT_VOCAB, False, False, 16)
+    split = plan(SPLIT_ROWS, 4, SPLIT_VOCAB, False, False, False, 16)
     assert len(split.launches) == 2 and (split.chunk, split.num_chunks) == (192, 3)
     assert split.launches[0].grid == (3, 2)  # (chunks, rows up to max_grid)
-    assert len(plan(SPLIT_ROWS, 64, SPLIT_VOCAB, False, False, 16).launches) == 1  # rows fill the device
-    assert len(plan(SPLIT_ROWS, 4, 4 * 64 - 1, False, False, 16).launches) == 1  # not two chunks of two tiles
+    assert (
+        len(plan(SPLIT_ROWS, 64, SPLIT_VOCAB, False, False, False, 16).launches) == 1
+    )  # rows fill the device
+    assert (
+        len(plan(SPLIT_ROWS, 4, 4 * 64 - 1, False, False, False, 16).launches) == 1
+    )  # not two chunks of two tiles
     short = dataclasses.replace(SPLIT_ROWS, split_row_lanes=SPLIT_VOCAB + 1)
-    assert len(plan(short, 4, SPLIT_VOCAB, False, False, 16).launches) == 1  # a row shorter than worth it
+    assert (
+        len(plan(short, 4, SPLIT_VOCAB, False, False, False, 16).launches) == 1
+    )  # a row shorter than worth it
 
 
 def test_the_softmax_splits_few_long_rows_and_samples_through_the_merge():
@@ -218,20 +245,54 @@ def test_the_softmax_splits_few_long_rows_and_samples_through_the_merge():
         True: ["_softmax_stats_kernel", "_softmax_chunk_kernel", "_top_merge_kernel"],
     }
     for sample, kernels in names.items():
-        split = plan(SPLIT_ROWS, 4, SOFTMAX_SPLIT_VOCAB, True, sample, sample)
+        split = plan(SPLIT_ROWS, 4, SOFTMAX_SPLIT_VOCAB, True, sample, sample, False)
         assert [launch.kernel.jit.__name__ for launch in split.launches] == kernels
-        assert (split.chunk, split.num_chunks, split.launches[0].grid) == (192, 6, (6, 2))
-        tiled = plan(SPLIT_TILED, 5, SOFTMAX_SPLIT_TILED_VOCAB, True, sample, sample)
-        assert (tiled.chunk, tiled.num_chunks, tiled.launches[1].options["BLOCK"]) == (768, 6, 256)
-        # Rows that would take fewer than 8 chunks (more rows, or shorter ones) walk whole, one
-        # program each, unless they sample (2 chunks a row are enough then); rows that fill the
-        # device walk whole either way.
+        # Chunks of two tiles (8 of them and a short one), whatever the batch.
+        assert (split.chunk, split.num_chunks, split.launches[0].grid) == (128, 9, (9, 2))
+        tiled = plan(SPLIT_TILED, 5, SOFTMAX_SPLIT_TILED_VOCAB, True, sample, sample, False)
+        assert (tiled.chunk, tiled.num_chunks, tiled.launches[1].options["BLOCK"]) == (512, 9, 256)
+        # Rows that would take fewer than 8 programs each (more rows, or shorter rows) walk whole,
+        # one program each, unless they sample (2 programs a row are enough then); rows that fill
+        # the device walk whole either way. A whole row sums over the same chunks.
         for rows, vocab in ((10, SOFTMAX_SPLIT_VOCAB), (4, SOFTMAX_SPLIT_VOCAB - 64)):
-            assert plan(SPLIT_ROWS, rows, vocab, True, sample, sample).num_chunks == (6 if sample else 1)
-        (whole,) = plan(SPLIT_ROWS, 64, SOFTMAX_SPLIT_VOCAB, True, sample, sample).launches
-        assert whole.kernel.jit.__name__ == "_softmax_kernel"
+            launches = plan(SPLIT_ROWS, rows, vocab, True, sample, sample, False).launches
+            assert len(launches) == (len(kernels) if sample else 1)
+        whole = plan(SPLIT_ROWS, 64, SOFTMAX_SPLIT_VOCAB, True, sample, sample, False)
+        assert [launch.kernel.jit.__name__ for launch in whole.launches] == ["_softmax_kernel"]
+        assert (whole.chunk, whole.num_chunks, whole.launches[0].options["CHUNKS"]) == (128, 9, 16)
     short = dataclasses.replace(SPLIT_ROWS, split_row_lanes=SOFTMAX_SPLIT_VOCAB + 1)
-    assert plan(short, 4, SOFTMAX_SPLIT_VOCAB, False, False, False).num_chunks == 1
+    assert plan(short, 4, SOFTMAX_SPLIT_VOCAB, False, False, False, False).num_chunks == 1
+
+
+@pytest.mark.parametrize("sample", [False, True], ids=["softmax", "sample"])
+def test_a_row_gets_the_same_bits_alone_and_in_any_batch(sample):
+    """The batch decides whether rows split; the chunks a row sums over do not follow it: a row
+    alone (split) and among 64 (walked whole) gives bitwise the same q and token (keyed draws)."""
+    config, vocab = SPLIT_ROWS, SOFTMAX_SPLIT_VOCAB
+    gen = _gen(31)
+    logits = torch.randn(64, vocab, generator=gen) * 4
+    temperatures = torch.rand(64, 1, generator=gen) + 0.25
+    race = _race(torch.empty(64, vocab), keyed=True)
+    launch = provider("sample_draft_proposal" if sample else "renorm_draft_probs", config)
+
+    def run(rows: slice) -> list[torch.Tensor]:
+        count = len(range(64)[rows])
+        outs = [
+            torch.full((count, vocab), float("nan")),
+            torch.full((count, 1), 0.0),
+            torch.full((count, 1), -7),
+        ]
+        if sample:
+            keys = [race[0], race[1][rows], race[2][rows], race[3]]
+            launch(logits[rows], temperatures[rows], None, *keys, *outs)
+            return outs
+        launch(logits[rows], temperatures[rows], outs[0])
+        return outs[:1]
+
+    batch = run(slice(0, 64))
+    for row in (0, 37, 63):
+        alone = run(slice(row, row + 1))
+        assert all(torch.equal(a, b[row : row + 1]) for a, b in zip(alone, batch, strict=True))
 
 
 def _tied_rows(seed: int, rows: int, vocab: int, dtype: torch.dtype) -> torch.Tensor:
@@ -268,9 +329,10 @@ def test_fast_topk_split_rows_of_a_middle_dimension():
     torch.testing.assert_close(out[0], want_values.transpose(1, 2), equal_nan=True)
 
 
+@pytest.mark.parametrize("keyed", [False, True], ids=["drawn", "keyed"])
 @pytest.mark.parametrize("walk", WALKS)
 @pytest.mark.parametrize("num_samples", [1, 8])
-def test_fast_sample_split_or_tiled_rows_draw_the_reference_ids_from_the_same_noise(num_samples, walk):
+def test_fast_sample_split_or_tiled_rows_draw_the_reference_ids_from_the_same_noise(num_samples, walk, keyed):
     config, vocab = WALKS[walk]
     gen = _gen(20 + num_samples)
     probs = torch.softmax(torch.randn(3, vocab, generator=gen) * 2, dim=-1)
@@ -278,7 +340,7 @@ def test_fast_sample_split_or_tiled_rows_draw_the_reference_ids_from_the_same_no
     noise[1, 300] = 0.0  # clamped to tiny: a huge score in the second chunk or tile
     outputs = [torch.full((3, num_samples), float("nan")), torch.full((3, num_samples), -7)]
     assert_providers_agree(
-        "fast_sample", provider("fast_sample", config), [probs, noise, num_samples, *outputs]
+        "fast_sample", provider("fast_sample", config), [probs, *_race(noise, keyed), num_samples, *outputs]
     )
 
 
@@ -289,6 +351,21 @@ def test_fast_topk_beyond_the_register_set_uses_torch():
     provider("fast_topk")(values, k, 1, *out)
     want = torch.topk(values, k, dim=1)
     assert torch.equal(out[0], want.values) and torch.equal(out[1], want.indices)
+
+
+@pytest.mark.parametrize("keyed", [False, True], ids=["drawn", "keyed"])
+def test_fast_sample_beyond_the_register_set_ranks_in_torch(keyed):
+    """More samples than the register set: torch ranks the race (a stable sort: equal scores in id
+    order), over the kernel's keyed draws where the call is keyed."""
+    gen = _gen(3)
+    probs = torch.softmax(torch.randn(3, 100, generator=gen), dim=-1)
+    probs[1, 20:] = 0.0  # fewer non-zero entries than samples
+    num_samples = vocab_kernels._MAX_TOP + 1
+    outputs = [torch.full((3, num_samples), float("nan")), torch.full((3, num_samples), -7)]
+    noise = torch.empty(3, 100).exponential_(generator=gen)
+    assert_providers_agree(
+        "fast_sample", provider("fast_sample"), [probs, *_race(noise, keyed), num_samples, *outputs]
+    )
 
 
 def test_fast_topk_outputs_without_a_row_view_are_staged():
@@ -323,7 +400,7 @@ def test_renorm_draft_probs_rows_of_minus_infinity(walk, temperatures):
 
 def test_few_programs_walk_the_vocabulary_tile():
     def first_launch(config, rows, vocab):
-        return vocab_kernels._top_launches(config, rows, vocab, False, False, 4).launches[0]
+        return vocab_kernels._top_launches(config, rows, vocab, False, False, False, 4).launches[0]
 
     few = first_launch(TILED, 3, TILED_VOCAB)
     assert (few.options["BLOCK"], few.options["num_warps"], few.grid) == (256, 2, (3,))
@@ -340,5 +417,5 @@ def test_few_programs_walk_the_vocabulary_tile():
     assert (split_tiled.grid, split_tiled.options["BLOCK"]) == ((2, 2), 256)
     assert walk_tile(dataclasses.replace(TILED, vocab_num_warps=0), TILED_VOCAB) == (256, 1)  # copy warps
     # The softmax walks take the vocabulary tile at any batch.
-    (softmax,) = vocab_kernels._softmax_launches(TILED, 64, TILED_VOCAB, False, False, False).launches
+    (softmax,) = vocab_kernels._softmax_launches(TILED, 64, TILED_VOCAB, False, False, False, False).launches
     assert softmax.options["BLOCK"] == 256

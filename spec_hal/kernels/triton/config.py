@@ -26,6 +26,11 @@ class LaunchConfig:
             whole row in one program (read once, every pass over registers, written from there)
             with ``row_num_warps`` warps; the tile is the row rounded up to a power of two, and
             longer rows are split into chunks. 0: never.
+        row_chunk_blocks: copy tiles per chunk (one program each) of the rows longer than
+            ``row_resident_lanes``. A function of nothing but the row: a row's masses are added chunk
+            by chunk, so a chunking that followed the batch would change a row's last bits with the
+            batch around it. From ``_COMPACT_MIN_BLOCKS`` (4) tiles, later passes read the chunk's
+            kept values alone.
         row_finish_rows: the batch from which top-k's split rows no longer find tau in the launch
             that keeps their bracket's values (its last program of each row bisects the kept
             values alone, which pays while few rows leave the device idle; with many rows those
@@ -45,11 +50,10 @@ class LaunchConfig:
         vocab_num_warps: warps per program of that tile (0: ``copy_num_warps``).
         copy_tile_programs: the fewest programs (in the copy tile: rows, or chunks of split rows)
             from which the walks that do more than stream at each step (``fast_topk`` and
-            ``fast_sample``, which reduce their best set; the tree sampling verify, whose program
-            also holds its request's node tiles) walk in the copy tile all the same: that work
-            costs more over the wider tile, and that many programs keep memory busy with the
-            narrower one. The default: never. A tree verify's sums over V then run in the other
-            tile's order, so a sampled bonus token at a near-tie may differ across that batch.
+            ``fast_sample``, which reduce their best set) walk in the copy tile all the same: that
+            work costs more over the wider tile, and that many programs keep memory busy with the
+            narrower one. Their keys are exact, so either tile gives the same ids. The default:
+            never.
         max_grid: largest grid dimension the device accepts (programs loop beyond it).
     """
 
@@ -62,6 +66,7 @@ class LaunchConfig:
     row_num_warps: int = 16
     row_programs: int = 256
     row_resident_lanes: int = 32768
+    row_chunk_blocks: int = 4
     row_finish_rows: int = 1 << 30
     split_row_lanes: int = 65536
     vocab_block_bytes: int = 0

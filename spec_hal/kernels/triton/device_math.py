@@ -19,3 +19,56 @@ def chunk_lanes(chunk_id, chunk, n):
     of ``chunk`` lanes (the last one may be shorter)."""
     begin = chunk_id * chunk
     return begin, tl.minimum(begin + chunk, n)
+
+
+# --------------------------------------------------------------------------------------------------
+# Keyed draws: Philox4x32-10 (the op contract of ``keyed_uniform`` gives the layout of the key)
+
+_PHILOX_M0 = tl.constexpr(0xD2511F53)
+_PHILOX_M1 = tl.constexpr(0xCD9E8D57)
+_PHILOX_W0 = tl.constexpr(0x9E3779B9)
+_PHILOX_W1 = tl.constexpr(0xBB67AE85)
+#: Lanes one Philox evaluation draws: its four 32-bit words.
+KEYED_GROUP = 4
+
+
+@triton.jit
+def philox4x32_10(c0, c1, c2, c3, k0, k1):
+    """Random123's Philox4x32 with 10 rounds over uint32 counters (any shape) and a uint32 key."""
+    for _ in tl.static_range(10):
+        high0 = tl.umulhi(c0, _PHILOX_M0)
+        low0 = c0 * _PHILOX_M0
+        high1 = tl.umulhi(c2, _PHILOX_M1)
+        low1 = c2 * _PHILOX_M1
+        c0, c1, c2, c3 = high1 ^ c1 ^ k0, low1, high0 ^ c3 ^ k1, low0
+        k0 = k0 + _PHILOX_W0
+        k1 = k1 + _PHILOX_W1
+    return c0, c1, c2, c3
+
+
+@triton.jit
+def keyed_row(seeds_ptr, seeds_stride, positions_ptr, positions_stride, row, step, domain):
+    """Row ``row``'s key: (seed low, seed high, counter words 1, 2 and 3), uint32 each."""
+    seed = tl.load(seeds_ptr + row * seeds_stride).to(tl.uint64, bitcast=True)
+    position = tl.load(positions_ptr + row * positions_stride).to(tl.uint64, bitcast=True)
+    step64 = tl.zeros((), tl.uint64) + step
+    return (
+        (seed & 0xFFFFFFFF).to(tl.uint32),
+        (seed >> 32).to(tl.uint32),
+        (position & 0xFFFFFFFF).to(tl.uint32),
+        ((position >> 32) | (step64 << 16)).to(tl.uint32),
+        (tl.zeros((), tl.uint32) + domain).to(tl.uint32),
+    )
+
+
+@triton.jit
+def keyed_uniform_block(key_low, key_high, counter1, counter2, counter3, start, BLOCK: tl.constexpr):
+    """float32 uniforms of lanes ``start + [0, BLOCK)`` of a row's key (``start`` a multiple of 4,
+    ``BLOCK`` at least 4): one Philox evaluation per four lanes, its words interleaved into them."""
+    groups = (start // 4 + tl.arange(0, BLOCK // 4)).to(tl.uint32)
+    zero = tl.zeros([BLOCK // 4], tl.uint32)
+    w0, w1, w2, w3 = philox4x32_10(
+        groups, zero + counter1, zero + counter2, zero + counter3, zero + key_low, zero + key_high
+    )
+    words = tl.interleave(tl.interleave(w0, w2), tl.interleave(w1, w3))
+    return ((words >> 9) * 2 + 1).to(tl.float32) * 5.9604644775390625e-08  # 2**-24

@@ -11,11 +11,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from . import index, kv, mamba, renorm, sampling, simulated, tree, vocab
+from . import index, keyed, kv, mamba, renorm, sampling, simulated, tree, vocab
 from .config import INTERPRETER, LaunchConfig
 
 LAUNCHERS: dict[str, Callable[..., None]] = {
     **index.LAUNCHERS,
+    **keyed.LAUNCHERS,
     **kv.LAUNCHERS,
     **mamba.LAUNCHERS,
     **tree.LAUNCHERS,

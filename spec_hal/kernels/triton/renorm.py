@@ -643,18 +643,18 @@ RESIDENT, SPLIT = "resident", "split"
 
 
 @functools.lru_cache(maxsize=1024)
-def _plan(config: LaunchConfig, batch: int, vocab: int) -> tuple[str, int, int, int]:
+def _plan(config: LaunchConfig, vocab: int) -> tuple[str, int, int, int]:
     """(launch shape, lanes per tile, warps, lanes of a row per program). A row whose tile (the row
     rounded up to a power of two) fits ``config.row_resident_lanes``: one program per row holding it
-    in that tile, at any batch. Else each row in chunks of whole copy tiles, at least two where the
-    row spans two, about ``config.row_programs`` programs in all (a row of one tile is one chunk, the
-    row itself, in a tile of the row rounded up to a power of two)."""
+    in that tile, at any batch. Else each row in chunks of ``config.row_chunk_blocks`` copy tiles (a
+    row of one tile is one chunk, the row itself, in a tile of the row rounded up to a power of two).
+    The plan depends on the row alone, never on the batch: the chunks' masses are added in chunk
+    order, so other chunks would give other last bits (and top-p, at a near-tie, another kept set)."""
     row_tile = next_power_of_2(vocab)
     if row_tile <= config.row_resident_lanes:
         return RESIDENT, row_tile, warps(row_tile, 4, config.warp_size, config.row_num_warps), vocab
     block_v = min(next_power_of_2(config.copy_block_bytes // 4), row_tile)
-    chunks_per_row = max(cdiv(config.row_programs, batch), 2)
-    chunk = min(cdiv(cdiv(vocab, chunks_per_row), block_v) * block_v, vocab)
+    chunk = min(config.row_chunk_blocks * block_v, vocab)
     return SPLIT, block_v, warps(block_v, 4, config.warp_size, config.copy_num_warps), chunk
 
 
@@ -681,7 +681,7 @@ def _launches(
     """The launches of :func:`_plan`'s shape for this layout. Split rows keep their bracket's values
     in ``out`` once the key's high bits are found (unless ``out`` is ``probs``), so that later passes
     read those instead of the row."""
-    shape, block_v, num_warps, chunk = _plan(config, batch, vocab)
+    shape, block_v, num_warps, chunk = _plan(config, vocab)
     if shape == RESIDENT:
         resident = _renorm_resident_kernel.at(
             (min(batch, config.max_grid),), TOP_P=top_p, PER_ROW=per_row, BLOCK_V=block_v, num_warps=num_warps

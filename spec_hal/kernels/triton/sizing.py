@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 
 from .config import LaunchConfig
+from .device_math import KEYED_GROUP
 from .launch import cdiv, next_power_of_2
 
 # --------------------------------------------------------------------------------------------------
@@ -95,7 +96,8 @@ def walk_tile(config: LaunchConfig, vocab: int, copy_tile: bool = False) -> tupl
         block_bytes, most = config.vocab_block_bytes, config.vocab_num_warps or config.copy_num_warps
     else:
         block_bytes, most = config.copy_block_bytes, config.copy_num_warps
-    block_v = min(next_power_of_2(block_bytes // 4), next_power_of_2(vocab))
+    # At least a Philox evaluation's four lanes: the keyed races draw a tile's noise four lanes at once.
+    block_v = max(min(next_power_of_2(block_bytes // 4), next_power_of_2(vocab)), KEYED_GROUP)
     return block_v, max(1, min(most, block_v // (4 * config.warp_size)))
 
 

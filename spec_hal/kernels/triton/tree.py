@@ -486,15 +486,15 @@ def _verify_tree_greedy(
 @functools.lru_cache(maxsize=1024)
 def _verify_tree_launch(config: LaunchConfig, bs: int, num_nodes: int, vocab: int | None) -> Launch:
     """The launch of a greedy verify (``vocab`` None: no probabilities are read) or a sampling one,
-    whose pass over V takes the vocabulary tile (the copy tile from ``config.copy_tile_programs``
-    requests on)."""
+    whose pass over V takes the vocabulary tile at any batch: its sums over V add in the tile's
+    order, so a request's bonus token must not depend on how many requests share the launch."""
     block_d = next_power_of_2(num_nodes)
     num_warps = request_warps(config, block_d * block_d)
     if vocab is None:
         return _verify_tree_kernel.at(
             (bs,), SAMPLING=False, PAIR_PROBS=False, BLOCK_D=block_d, BLOCK_V=1, num_warps=num_warps
         )
-    block_v, walk_warps = walk_tile(config, vocab, copy_tile=bs >= config.copy_tile_programs)
+    block_v, walk_warps = walk_tile(config, vocab)
     return _verify_tree_kernel.at(
         (bs,),
         SAMPLING=True,

@@ -49,7 +49,8 @@ import triton
 import triton.language as tl
 
 from .config import LaunchConfig
-from .device_math import chunk_lanes
+from .device_math import chunk_lanes, keyed_row, keyed_uniform_block
+from .keyed import launch_keyed_uniform
 from .launch import Launch, cdiv, kernel, next_power_of_2
 from .sizing import walk_tile
 
@@ -136,9 +137,35 @@ def _insert_block(keys, offsets, top_keys, top_index, valid, worst_key, worst_in
 
 
 @triton.jit
+def _race_noise(
+    noise_ptr, row_offset, noise_stride, key, offsets, inside, start, KEYED: tl.constexpr, BLOCK: tl.constexpr
+):  # fmt: skip
+    """Exp(1) noise of lanes ``start + [0, BLOCK)``: loaded from the row's noise (``row_offset`` into
+    the noise), or (``KEYED``) the keyed draws ``-log(u)`` of the row's ``key`` (:func:`keyed_row`),
+    computed here."""
+    if KEYED:
+        key_low, key_high, counter1, counter2, counter3 = key
+        noise = -tl.log(keyed_uniform_block(key_low, key_high, counter1, counter2, counter3, start, BLOCK))
+    else:
+        noise = tl.load(noise_ptr + row_offset + offsets.to(tl.int64) * noise_stride, mask=inside, other=1.0)
+    return noise
+
+
+@triton.jit
+def _row_key(seeds_ptr, positions_ptr, row, step, KEYED: tl.constexpr):
+    """The keyed draws' key of row ``row`` (contiguous ``[B]`` seeds and positions), or placeholders."""
+    if KEYED:
+        key = keyed_row(seeds_ptr, 1, positions_ptr, 1, row, step, 1)  # DRAFT_PROPOSAL
+    else:
+        zero = tl.zeros((), tl.uint32)
+        key = (zero, zero, zero, zero, zero)
+    return key
+
+
+@triton.jit
 def _block_keys(
-    src_row, stride_n, noise_row, noise_stride, start, n, key_min, RACE: tl.constexpr, WIDE: tl.constexpr,
-    BLOCK: tl.constexpr,
+    src_row, stride_n, noise_row, noise_stride, key, start, n, key_min, RACE: tl.constexpr, KEYED: tl.constexpr,
+    WIDE: tl.constexpr, BLOCK: tl.constexpr,
 ):  # fmt: skip
     """(indices, keys) of lanes ``start + [0, BLOCK)``: keys of the values, or of the race scores
     ``float32(p) / max(E, tiny)`` when ``RACE``; lanes past ``n`` get ``key_min``."""
@@ -146,7 +173,7 @@ def _block_keys(
     inside = offsets < n
     x = tl.load(src_row + offsets.to(tl.int64) * stride_n, mask=inside, other=0)
     if RACE:
-        noise = tl.load(noise_row + offsets.to(tl.int64) * noise_stride, mask=inside, other=1.0)
+        noise = _race_noise(noise_row, 0, noise_stride, key, offsets, inside, start, KEYED, BLOCK)
         x = tl.div_rn(x.to(tl.float32), tl.maximum(noise, _FLOAT32_TINY))
     elif not WIDE:
         x = x.to(tl.float32)
@@ -181,8 +208,8 @@ def _single_best(keys, ids, TOP: tl.constexpr):
 
 @triton.jit
 def _best_of_range(
-    src_row, stride_n, noise_ptr, noise_stride_o, noise_stride, row, begin, end, k, RACE: tl.constexpr,
-    WIDE: tl.constexpr, TOP: tl.constexpr, BLOCK: tl.constexpr,
+    src_row, stride_n, noise_ptr, noise_stride_o, noise_stride, seeds_ptr, positions_ptr, step, row, begin, end,
+    k, RACE: tl.constexpr, KEYED: tl.constexpr, WIDE: tl.constexpr, TOP: tl.constexpr, BLOCK: tl.constexpr,
 ):  # fmt: skip
     """The k best entries of lanes ``[begin, end)`` of row ``row`` (``src_row``), as (keys, ids),
     ``[TOP]`` each: for ``TOP == 1`` the best key and its lowest index; else the set in no order,
@@ -190,14 +217,15 @@ def _best_of_range(
     negative ids below every key."""
     key_min, key_max = _key_bounds(WIDE)
     noise_row = noise_ptr
-    if RACE:  # [B, V] noise rows: inner == 1
+    if RACE and not KEYED:  # [B, V] noise rows: inner == 1
         noise_row = noise_ptr + row * noise_stride_o
+    key = _row_key(seeds_ptr, positions_ptr, row, step, KEYED)
     if TOP == 1:
         best_key = tl.zeros([BLOCK], key_min.dtype) + key_min
         best_index = tl.zeros([BLOCK], tl.int32) - 1
         for start in range(begin, end, BLOCK):
             offsets, keys = _block_keys(
-                src_row, stride_n, noise_row, noise_stride, start, end, key_min, RACE, WIDE, BLOCK
+                src_row, stride_n, noise_row, noise_stride, key, start, end, key_min, RACE, KEYED, WIDE, BLOCK
             )
             best_key, best_index = _lane_best(best_key, best_index, keys, offsets)
         top_keys, top_index = _single_best(best_key, best_index, TOP)
@@ -205,7 +233,7 @@ def _best_of_range(
         valid, top_keys, top_index, worst_key, worst_index = _empty_set(k, key_min, key_max, TOP)
         for start in range(begin, end, BLOCK):
             offsets, keys = _block_keys(
-                src_row, stride_n, noise_row, noise_stride, start, end, key_min, RACE, WIDE, BLOCK
+                src_row, stride_n, noise_row, noise_stride, key, start, end, key_min, RACE, KEYED, WIDE, BLOCK
             )
             top_keys, top_index, worst_key, worst_index = _insert_block(
                 keys, offsets, top_keys, top_index, valid, worst_key, worst_index, key_min, key_max
@@ -241,11 +269,11 @@ def _write_top(
 @triton.jit
 def _top_kernel(
     src_ptr, src_stride_o, src_stride_i, src_stride_n,
-    noise_ptr, noise_stride_o, noise_stride_n,
+    noise_ptr, noise_stride_o, noise_stride_n, seeds_ptr, positions_ptr, step,
     values_ptr, values_stride_o, values_stride_i, values_stride_k,
     index_ptr, index_stride_o, index_stride_i, index_stride_k,
     rows, inner, n, k,
-    RACE: tl.constexpr, WIDE: tl.constexpr, TOP: tl.constexpr, BLOCK: tl.constexpr,
+    RACE: tl.constexpr, KEYED: tl.constexpr, WIDE: tl.constexpr, TOP: tl.constexpr, BLOCK: tl.constexpr,
 ):  # fmt: skip
     """Row r = (r // inner, r % inner) of ``src`` viewed as ``[outer, inner, n]``: its k best ids
     (``TOP`` = next power of two of k) and their values, in order, into ``[outer, inner, k]``."""
@@ -253,8 +281,8 @@ def _top_kernel(
         row = tl.zeros((), tl.int64) + program_row
         src_row = _row_start(src_ptr, src_stride_o, src_stride_i, row, inner)
         top_keys, top_index = _best_of_range(
-            src_row, src_stride_n, noise_ptr, noise_stride_o, noise_stride_n, row, 0, n, k, RACE, WIDE, TOP,
-            BLOCK,
+            src_row, src_stride_n, noise_ptr, noise_stride_o, noise_stride_n, seeds_ptr, positions_ptr, step, row,
+            0, n, k, RACE, KEYED, WIDE, TOP, BLOCK,
         )  # fmt: skip
         _write_top(
             src_row, src_stride_n, values_ptr, values_stride_o, values_stride_i, values_stride_k, index_ptr,
@@ -266,9 +294,9 @@ def _top_kernel(
 @triton.jit
 def _top_chunk_kernel(
     src_ptr, src_stride_o, src_stride_i, src_stride_n,
-    noise_ptr, noise_stride_o, noise_stride_n,
+    noise_ptr, noise_stride_o, noise_stride_n, seeds_ptr, positions_ptr, step,
     sets_ptr, sets_stride, rows, inner, n, k, chunk,
-    RACE: tl.constexpr, WIDE: tl.constexpr, TOP: tl.constexpr, BLOCK: tl.constexpr,
+    RACE: tl.constexpr, KEYED: tl.constexpr, WIDE: tl.constexpr, TOP: tl.constexpr, BLOCK: tl.constexpr,
 ):  # fmt: skip
     """Program (c, q): the k best of chunk c (lanes ``[c * chunk, (c + 1) * chunk)``) of rows q,
     q + grid, ..., stored in the row's sets: ``[2, chunks, TOP]`` int64, the keys then the ids."""
@@ -280,8 +308,8 @@ def _top_chunk_kernel(
         row = tl.zeros((), tl.int64) + program_row
         src_row = _row_start(src_ptr, src_stride_o, src_stride_i, row, inner)
         top_keys, top_index = _best_of_range(
-            src_row, src_stride_n, noise_ptr, noise_stride_o, noise_stride_n, row, begin, end, k, RACE, WIDE,
-            TOP, BLOCK,
+            src_row, src_stride_n, noise_ptr, noise_stride_o, noise_stride_n, seeds_ptr, positions_ptr, step, row,
+            begin, end, k, RACE, KEYED, WIDE, TOP, BLOCK,
         )  # fmt: skip
         sets_row = sets_ptr + row * sets_stride + chunk_id * TOP + slots
         tl.store(sets_row, top_keys.to(tl.int64))
@@ -354,22 +382,24 @@ def _launch_top(
     src: torch.Tensor,
     src_rows: _Rows,
     n: int,
-    noise: torch.Tensor | None,
+    race: _Race | None,
     k: int,
     out_values: torch.Tensor,
     out_indices: torch.Tensor,
     out_rows: tuple[_Rows, _Rows],
 ) -> None:
-    """The k best of each of ``src``'s rows of ``n``; ``noise``: ``[outer, n]`` (the race)."""
+    """The k best of each of ``src``'s rows of ``n``, or of their race (``[outer, n]`` rows)."""
     outer, inner, src_strides = src_rows
     rows = outer * inner
     if rows == 0:
         return
-    race = noise is not None
+    keyed = race is not None and race.noise is None
     top = next_power_of_2(k)
-    launches = _top_launches(config, rows, n, race, src.dtype == torch.float64 and not race, top)
+    launches = _top_launches(
+        config, rows, n, race is not None, keyed, src.dtype == torch.float64 and not race, top
+    )
     source = (src, *src_strides)
-    noise_args = (noise, *(noise.stride() if noise is not None else (0, 0)))
+    noise_args = _race_args(race)
     outputs = (out_values, *out_rows[0][2], out_indices, *out_rows[1][2])
     if len(launches.launches) == 1:
         launches.launches[0](*source, *noise_args, *outputs, rows, inner, n, k)
@@ -396,8 +426,37 @@ class _WalkLaunches(NamedTuple):
     num_chunks: int
 
 
+class _Race(NamedTuple):
+    """The exponential race's noise: drawn (``noise``, ``[B, V]``), or keyed (``noise`` None): each
+    row's contiguous seed and position, and the step."""
+
+    noise: torch.Tensor | None
+    seeds: torch.Tensor | None = None
+    positions: torch.Tensor | None = None
+    step: int = 0
+
+
+def _race(
+    noise: torch.Tensor | None, seeds: torch.Tensor | None, positions: torch.Tensor | None, step: int
+) -> _Race:
+    if noise is not None:
+        return _Race(noise)
+    assert seeds is not None and positions is not None  # the contract passes one or the other
+    return _Race(None, seeds.contiguous(), positions.contiguous(), step)
+
+
+def _race_args(race: _Race | None) -> tuple[object, ...]:
+    """The noise arguments of the race kernels: (noise, its two strides, seeds, positions, step)."""
+    if race is None:
+        return (None, 0, 0, None, None, 0)
+    strides = race.noise.stride() if race.noise is not None else (0, 0)
+    return (race.noise, *strides, race.seeds, race.positions, race.step)
+
+
 @functools.lru_cache(maxsize=1024)
-def _top_launches(config: LaunchConfig, rows: int, n: int, race: bool, wide: bool, top: int) -> _WalkLaunches:
+def _top_launches(
+    config: LaunchConfig, rows: int, n: int, race: bool, keyed: bool, wide: bool, top: int
+) -> _WalkLaunches:
     """A program per row walking it whole, where the rows fill the device (``config.row_programs``
     programs) or are shorter than ``config.split_row_lanes``; else each row split into chunks of
     whole blocks, one program per (chunk, row) storing its chunk's best set, and a launch merging
@@ -410,7 +469,14 @@ def _top_launches(config: LaunchConfig, rows: int, n: int, race: bool, wide: boo
     if num_chunks * grid_rows < config.copy_tile_programs:
         block, num_warps = walk_tile(config, n)
         chunk, num_chunks = _walk_chunks(config, rows, n, block)
-    constexprs = {"RACE": race, "WIDE": wide, "TOP": top, "BLOCK": block, "num_warps": num_warps}
+    constexprs = {
+        "RACE": race,
+        "KEYED": keyed,
+        "WIDE": wide,
+        "TOP": top,
+        "BLOCK": block,
+        "num_warps": num_warps,
+    }
     if num_chunks == 1:
         return _WalkLaunches((_top_kernel.at((grid_rows,), **constexprs),), n, 1)
     split = _top_chunk_kernel.at((num_chunks, grid_rows), **constexprs)
@@ -464,14 +530,23 @@ def _fast_topk(
 def _fast_sample(
     config: LaunchConfig,
     probs: torch.Tensor,
-    exp_noise: torch.Tensor,
+    exp_noise: torch.Tensor | None,
+    seeds: torch.Tensor | None,
+    positions: torch.Tensor | None,
+    step: int,
     num_samples: int,
     out_probs: torch.Tensor,
     out_indices: torch.Tensor,
 ) -> None:
     if num_samples > _MAX_TOP:
+        if exp_noise is None:
+            assert seeds is not None and positions is not None  # the contract passes one or the other
+            uniforms = torch.empty(probs.shape, dtype=torch.float32, device=probs.device)
+            launch_keyed_uniform(config, seeds, positions, step, 1, uniforms)  # DRAFT_PROPOSAL
+            exp_noise = uniforms.log_().neg_()
         scores = probs.float() / exp_noise.clamp_min(torch.finfo(torch.float32).tiny)
-        indices = torch.topk(scores, num_samples, dim=-1).indices
+        # A stable sort: equal scores (zero probabilities) in id order, as the kernel ranks them.
+        indices = torch.sort(scores, dim=-1, descending=True, stable=True).indices[:, :num_samples]
         out_indices.copy_(indices)
         torch.gather(probs, 1, indices, out=out_probs)
         return
@@ -482,7 +557,7 @@ def _fast_sample(
         probs,
         rows[0],
         probs.shape[1],
-        exp_noise,
+        _race(exp_noise, seeds, positions, step),
         num_samples,
         out_probs,
         out_indices,
@@ -525,6 +600,50 @@ def _online_softmax(logits_row, stride_v, begin, end, temperature, HAS_TEMPERATU
 
 
 @triton.jit
+def _fold_chunk_stats(maxima, sums, num_chunks, CHUNKS: tl.constexpr):
+    """The row's (max, sum of ``exp(x - max)``) from its chunks' (``[CHUNKS]`` vectors, entries past
+    ``num_chunks`` -inf and 0): the sums rescaled and added one chunk at a time, in chunk order, so
+    that the walk of a whole row and a split row's fold add the same numbers in the same order."""
+    row_max = tl.max(maxima, 0)
+    shift = tl.where(row_max == float("-inf"), 0.0, row_max)
+    chunks = tl.arange(0, CHUNKS)
+    row_sum = tl.zeros((), tl.float32)
+    for chunk_id in range(num_chunks):
+        at = chunks == chunk_id  # one entry each: the sums read it exactly
+        chunk_max = tl.sum(tl.where(at, maxima, 0.0), 0)
+        row_sum += tl.sum(tl.where(at, sums, 0.0), 0) * tl.exp(chunk_max - shift)
+    return shift, row_sum
+
+
+@triton.jit
+def _row_softmax_stats(
+    logits_row, stride_v, vocab, chunk, num_chunks, temperature, HAS_TEMPERATURES: tl.constexpr,
+    CHUNKS: tl.constexpr, BLOCK: tl.constexpr,
+):  # fmt: skip
+    """(shift, sum of ``exp(x - shift)``) of a whole row, computed as a split row's are: each chunk's
+    online softmax, then :func:`_fold_chunk_stats`. The chunks are a function of the vocabulary (never
+    of the batch), so a row gets the same bits whether its walk is split or not."""
+    if CHUNKS == 1:
+        row_max, row_sum = _online_softmax(
+            logits_row, stride_v, 0, vocab, temperature, HAS_TEMPERATURES, BLOCK
+        )
+        shift = tl.where(row_max == float("-inf"), 0.0, row_max)
+    else:
+        chunks = tl.arange(0, CHUNKS)
+        maxima = tl.full([CHUNKS], float("-inf"), tl.float32)
+        sums = tl.zeros([CHUNKS], tl.float32)
+        for chunk_id in range(num_chunks):
+            begin, end = chunk_lanes(chunk_id, chunk, vocab)
+            chunk_max, chunk_sum = _online_softmax(
+                logits_row, stride_v, begin, end, temperature, HAS_TEMPERATURES, BLOCK
+            )
+            maxima = tl.where(chunks == chunk_id, chunk_max, maxima)
+            sums = tl.where(chunks == chunk_id, chunk_sum, sums)
+        shift, row_sum = _fold_chunk_stats(maxima, sums, num_chunks, CHUNKS)
+    return shift, row_sum
+
+
+@triton.jit
 def _row_temperature(temperatures_ptr, temperatures_stride, row, HAS_TEMPERATURES: tl.constexpr):
     """The row's temperature (1.0 without temperatures)."""
     temperature = 1.0
@@ -536,11 +655,13 @@ def _row_temperature(temperatures_ptr, temperatures_stride, row, HAS_TEMPERATURE
 @triton.jit
 def _write_softmax_range(
     logits_row, logits_stride_v, begin, end, temperature, shift, inverse, q_row, q_stride_v, greedy, noise_ptr,
-    noise_stride_b, noise_stride_v, row, HAS_TEMPERATURES: tl.constexpr, SAMPLE: tl.constexpr, BLOCK: tl.constexpr,
+    noise_stride_b, noise_stride_v, seeds_ptr, positions_ptr, step, row, HAS_TEMPERATURES: tl.constexpr,
+    SAMPLE: tl.constexpr, KEYED: tl.constexpr, BLOCK: tl.constexpr,
 ):  # fmt: skip
     """``q = exp(x - shift) * inverse`` written over lanes ``[begin, end)``; ``SAMPLE``: per lane the
     best race key there (``greedy``: of q itself, without reading row ``row`` of the noise), its
-    index and its q."""
+    index and its q. ``KEYED``: the noise is the row's keyed draws, computed here."""
+    key = _row_key(seeds_ptr, positions_ptr, row, step, KEYED)
     best_key = tl.zeros([BLOCK], tl.int32) + _KEY32_MIN
     best_index = tl.zeros([BLOCK], tl.int32) - 1
     best_q = tl.zeros([BLOCK], tl.float32)
@@ -551,10 +672,16 @@ def _write_softmax_range(
         q = tl.exp(x - shift) * inverse
         tl.store(q_row + offsets.to(tl.int64) * q_stride_v, q, mask=inside)
         if SAMPLE:
-            noise = tl.load(
-                noise_ptr + row * noise_stride_b + offsets.to(tl.int64) * noise_stride_v,
-                mask=inside & ~greedy,
-                other=1.0,
+            noise = _race_noise(
+                noise_ptr,
+                row * noise_stride_b,
+                noise_stride_v,
+                key,
+                offsets,
+                inside & ~greedy,
+                start,
+                KEYED,
+                BLOCK,
             )
             score = tl.where(greedy, q, tl.div_rn(q, tl.maximum(noise, _FLOAT32_TINY)))
             keys = tl.where(inside, _ordered_key(score, False), _KEY32_MIN)
@@ -580,26 +707,35 @@ def _softmax_kernel(
     logits_ptr, logits_stride_b, logits_stride_v,
     temperatures_ptr, temperatures_stride,
     top_ks_ptr, top_ks_stride,
-    noise_ptr, noise_stride_b, noise_stride_v,
+    noise_ptr, noise_stride_b, noise_stride_v, seeds_ptr, positions_ptr, step,
     q_ptr, q_stride_b, q_stride_v,
     q_x_ptr, q_x_stride, x_ptr, x_stride,
-    batch, vocab,
-    HAS_TEMPERATURES: tl.constexpr, SAMPLE: tl.constexpr, HAS_TOP_KS: tl.constexpr, BLOCK: tl.constexpr,
+    batch, vocab, chunk, num_chunks,
+    HAS_TEMPERATURES: tl.constexpr, SAMPLE: tl.constexpr, KEYED: tl.constexpr, HAS_TOP_KS: tl.constexpr,
+    CHUNKS: tl.constexpr, BLOCK: tl.constexpr,
 ):  # fmt: skip
-    """``q = softmax(logits / temperatures)`` per row; ``SAMPLE``: also ``x`` (the race over q, or
-    argmax q where ``top_ks <= 1``) and ``q_x = q[x]``."""
+    """``q = softmax(logits / temperatures)`` per row (its sum over ``num_chunks`` chunks of ``chunk``
+    lanes, as split rows sum it); ``SAMPLE``: also ``x`` (the race over q, or argmax q where
+    ``top_ks <= 1``) and ``q_x = q[x]``."""
     for row in range(tl.program_id(0), batch, tl.num_programs(0)):
         row64 = tl.zeros((), tl.int64) + row
         logits_row = logits_ptr + row64 * logits_stride_b
         temperature = _row_temperature(temperatures_ptr, temperatures_stride, row64, HAS_TEMPERATURES)
-        row_max, row_sum = _online_softmax(
-            logits_row, logits_stride_v, 0, vocab, temperature, HAS_TEMPERATURES, BLOCK
+        shift, row_sum = _row_softmax_stats(
+            logits_row,
+            logits_stride_v,
+            vocab,
+            chunk,
+            num_chunks,
+            temperature,
+            HAS_TEMPERATURES,
+            CHUNKS,
+            BLOCK,
         )
         best_key, best_index, best_q = _write_softmax_range(
-            logits_row, logits_stride_v, 0, vocab, temperature, tl.where(row_max == float("-inf"), 0.0, row_max),
-            1.0 / row_sum, q_ptr + row64 * q_stride_b, q_stride_v,
-            _row_greedy(top_ks_ptr, top_ks_stride, row64, HAS_TOP_KS), noise_ptr, noise_stride_b, noise_stride_v,
-            row64, HAS_TEMPERATURES, SAMPLE, BLOCK,
+            logits_row, logits_stride_v, 0, vocab, temperature, shift, 1.0 / row_sum, q_ptr + row64 * q_stride_b,
+            q_stride_v, _row_greedy(top_ks_ptr, top_ks_stride, row64, HAS_TOP_KS), noise_ptr, noise_stride_b,
+            noise_stride_v, seeds_ptr, positions_ptr, step, row64, HAS_TEMPERATURES, SAMPLE, KEYED, BLOCK,
         )  # fmt: skip
         if SAMPLE:
             token = _first_best(best_key, best_index)
@@ -638,16 +774,16 @@ def _softmax_chunk_kernel(
     logits_ptr, logits_stride_b, logits_stride_v,
     temperatures_ptr, temperatures_stride,
     top_ks_ptr, top_ks_stride,
-    noise_ptr, noise_stride_b, noise_stride_v,
+    noise_ptr, noise_stride_b, noise_stride_v, seeds_ptr, positions_ptr, step,
     q_ptr, q_stride_b, q_stride_v,
     scratch_ptr, scratch_stride, stats_column, batch, vocab, chunk,
-    HAS_TEMPERATURES: tl.constexpr, SAMPLE: tl.constexpr, HAS_TOP_KS: tl.constexpr, CHUNKS: tl.constexpr,
-    BLOCK: tl.constexpr,
+    HAS_TEMPERATURES: tl.constexpr, SAMPLE: tl.constexpr, KEYED: tl.constexpr, HAS_TOP_KS: tl.constexpr,
+    CHUNKS: tl.constexpr, BLOCK: tl.constexpr,
 ):  # fmt: skip
-    """Split rows, second launch: program (c, r) folds the row's chunk stats (in a fixed order, the
-    same every run) into its max and sum, and writes q over chunk c; ``SAMPLE``: stores the chunk's
-    best race key and its index at the start of the row's scratch (``[2, chunks]``: the sets of
-    :func:`_top_merge_kernel`, one entry a chunk)."""
+    """Split rows, second launch: program (c, r) folds the row's chunk stats (:func:`_fold_chunk_stats`,
+    as the walk of a whole row does) into its max and sum, and writes q over chunk c; ``SAMPLE``: stores
+    the chunk's best race key and its index at the start of the row's scratch (``[2, chunks]``: the
+    sets of :func:`_top_merge_kernel`, one entry a chunk)."""
     chunk_id = tl.program_id(0)
     num_chunks = tl.num_programs(0)
     begin, end = chunk_lanes(chunk_id, chunk, vocab)
@@ -660,14 +796,13 @@ def _softmax_chunk_kernel(
         maxima = tl.load(stats, mask=in_row, other=0).to(tl.float32, bitcast=True)
         maxima = tl.where(in_row, maxima, float("-inf"))
         sums = tl.load(stats + num_chunks, mask=in_row, other=0).to(tl.float32, bitcast=True)
-        row_max = tl.max(maxima, 0)
-        shift = tl.where(row_max == float("-inf"), 0.0, row_max)
-        row_sum = tl.sum(sums * tl.exp(maxima - shift), 0)
+        shift, row_sum = _fold_chunk_stats(maxima, sums, num_chunks, CHUNKS)
         best_key, best_index, _ = _write_softmax_range(
             logits_ptr + row64 * logits_stride_b, logits_stride_v, begin, end,
             _row_temperature(temperatures_ptr, temperatures_stride, row64, HAS_TEMPERATURES), shift, 1.0 / row_sum,
             q_ptr + row64 * q_stride_b, q_stride_v, _row_greedy(top_ks_ptr, top_ks_stride, row64, HAS_TOP_KS),
-            noise_ptr, noise_stride_b, noise_stride_v, row64, HAS_TEMPERATURES, SAMPLE, BLOCK,
+            noise_ptr, noise_stride_b, noise_stride_v, seeds_ptr, positions_ptr, step, row64, HAS_TEMPERATURES,
+            SAMPLE, KEYED, BLOCK,
         )  # fmt: skip
         if SAMPLE:
             best_keys, best_ids = _single_best(best_key, best_index, 1)
@@ -675,38 +810,50 @@ def _softmax_chunk_kernel(
             tl.store(scratch_row + num_chunks + chunk_id + tl.arange(0, 1), best_ids)
 
 
-#: The softmax splits rows only where each would take this many chunks or more (before they round to
-#: whole tiles), without and with sampling. Without, rows fewer than about one a multiprocessor (with
-#: the vendors' row_programs): with more rows, in fewer chunks, the device gained nothing for the
-#: launch and the scratch the split adds of host time. With sampling, the race's work per lane
-#: makes one program's walk slow enough that 2 chunks a row gained too. From an H200 A/B at 128k
-#: (docs/bench/ab-split-softmax-h200-9639135.json).
+#: The softmax splits rows only where each takes this many chunks or more, without and with sampling.
+#: Without, rows fewer than about one a multiprocessor (with the vendors' row_programs): with more
+#: rows, the device gained nothing for the launch and the scratch the split adds of host time. With
+#: sampling, the race's work per lane makes one program's walk slow enough that 2 chunks a row gained
+#: too. From an H200 A/B at 128k (docs/bench/ab-split-softmax-h200-9639135.json).
 _SOFTMAX_FEWEST_CHUNKS = (8, 2)
+
+
+def _softmax_chunks(config: LaunchConfig, vocab: int, block: int) -> tuple[int, int]:
+    """(lanes, count) of the chunks over which a row's softmax sum is taken: rows shorter than
+    ``config.split_row_lanes`` in one, longer ones in chunks of ``_MIN_CHUNK_BLOCKS`` tiles. A
+    function of the row's length alone: whether a launch splits the rows (which depends on the batch)
+    changes who sums a chunk, never the sum."""
+    chunk = _MIN_CHUNK_BLOCKS * block
+    if vocab < config.split_row_lanes or vocab < 2 * chunk:
+        return vocab, 1
+    return chunk, cdiv(vocab, chunk)
 
 
 @functools.lru_cache(maxsize=1024)
 def _softmax_launches(
-    config: LaunchConfig, rows: int, vocab: int, has_temperatures: bool, sample: bool, has_top_ks: bool
+    config: LaunchConfig,
+    rows: int,
+    vocab: int,
+    has_temperatures: bool,
+    sample: bool,
+    has_top_ks: bool,
+    keyed: bool,
 ) -> _WalkLaunches:
     """A program per row walking it twice in the vocabulary tile; where few long rows would leave the
-    device idle (:func:`_walk_chunks`), each row in chunks: a launch storing each chunk's max and sum,
-    one folding those and writing q (and each chunk's best race entry), and for sampling the merge of
+    device idle (fewer than ``_SOFTMAX_FEWEST_CHUNKS`` programs per row in ``config.row_programs``),
+    each row in its chunks (:func:`_softmax_chunks`): a launch storing each chunk's max and sum, one
+    folding those and writing q (and each chunk's best race entry), and for sampling the merge of
     ``fast_sample``'s split, which reads ``q[x]`` from the written q."""
     block, num_warps = walk_tile(config, vocab)
-    chunk, num_chunks = _walk_chunks(config, rows, vocab, block, _SOFTMAX_FEWEST_CHUNKS[sample])
+    chunk, num_chunks = _softmax_chunks(config, vocab, block)
+    fewest = _SOFTMAX_FEWEST_CHUNKS[sample]
     flags = {"HAS_TEMPERATURES": has_temperatures, "BLOCK": block, "num_warps": num_warps}
     grid_rows = min(rows, config.max_grid)
-    if num_chunks == 1:
-        whole = _softmax_kernel.at((grid_rows,), SAMPLE=sample, HAS_TOP_KS=has_top_ks, **flags)
-        return _WalkLaunches((whole,), vocab, 1)
+    race = {"SAMPLE": sample, "KEYED": keyed, "HAS_TOP_KS": has_top_ks, "CHUNKS": next_power_of_2(num_chunks)}
+    if vocab // chunk < fewest or cdiv(config.row_programs, rows) < fewest:
+        return _WalkLaunches((_softmax_kernel.at((grid_rows,), **race, **flags),), chunk, num_chunks)
     stats = _softmax_stats_kernel.at((num_chunks, grid_rows), **flags)
-    chunks = _softmax_chunk_kernel.at(
-        (num_chunks, grid_rows),
-        SAMPLE=sample,
-        HAS_TOP_KS=has_top_ks,
-        CHUNKS=next_power_of_2(num_chunks),
-        **flags,
-    )
+    chunks = _softmax_chunk_kernel.at((num_chunks, grid_rows), **race, **flags)
     merge = _merge_launch(grid_rows, False, 1, num_chunks)
     return _WalkLaunches((stats, chunks, merge) if sample else (stats, chunks), chunk, num_chunks)
 
@@ -716,26 +863,25 @@ def _launch_softmax(
     logits: torch.Tensor,
     temperatures: torch.Tensor | None,
     q: torch.Tensor,
-    sample: tuple[torch.Tensor | None, torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
+    sample: tuple[torch.Tensor | None, _Race, torch.Tensor, torch.Tensor] | None = None,
 ) -> None:
-    """``sample``: (top_ks, exp_noise, q_x, x) of ``sample_draft_proposal``."""
+    """``sample``: (top_ks, the race's noise, q_x, x) of ``sample_draft_proposal``."""
     batch, vocab = logits.shape
     if batch == 0:
         return
-    top_ks, noise, q_x, x = sample if sample is not None else (None, None, None, None)
+    top_ks, race, q_x, x = sample if sample is not None else (None, None, None, None)
+    keyed = race is not None and race.noise is None
     launches, chunk, num_chunks = _softmax_launches(
-        config, batch, vocab, temperatures is not None, sample is not None, top_ks is not None
+        config, batch, vocab, temperatures is not None, sample is not None, top_ks is not None, keyed
     )
     source = (
         logits, *logits.stride(), temperatures, 0 if temperatures is None else temperatures.stride()[0],
     )  # fmt: skip
-    race = (
-        top_ks, 0 if top_ks is None else top_ks.stride()[0], noise, *((0, 0) if noise is None else noise.stride()),
-    )  # fmt: skip
-    if num_chunks == 1:
+    race_args = (top_ks, 0 if top_ks is None else top_ks.stride()[0], *_race_args(race))
+    if len(launches) == 1:
         launches[0](
-            *source, *race, q, *q.stride(), q_x, 0 if q_x is None else q_x.stride()[0], x,
-            0 if x is None else x.stride()[0], batch, vocab,
+            *source, *race_args, q, *q.stride(), q_x, 0 if q_x is None else q_x.stride()[0], x,
+            0 if x is None else x.stride()[0], batch, vocab, chunk, num_chunks,
         )  # fmt: skip
         return
     # One int32 scratch a row: for sampling, the chunks' race entries in columns [0, 2 * chunks)
@@ -745,7 +891,7 @@ def _launch_softmax(
     columns = stats_column + 2 * num_chunks
     scratch = torch.empty(batch, columns, dtype=torch.int32, device=logits.device)
     launches[0](*source, scratch, columns, stats_column, batch, vocab, chunk)
-    launches[1](*source, *race, q, *q.stride(), scratch, columns, stats_column, batch, vocab, chunk)
+    launches[1](*source, *race_args, q, *q.stride(), scratch, columns, stats_column, batch, vocab, chunk)
     if sample is not None:
         assert q_x is not None and x is not None
         # q read back at x: [B, V] rows (inner 1); q_x and x as [B, 1].
@@ -766,12 +912,16 @@ def _sample_draft_proposal(
     logits: torch.Tensor,
     temperatures: torch.Tensor,
     top_ks: torch.Tensor | None,
-    exp_noise: torch.Tensor,
+    exp_noise: torch.Tensor | None,
+    seeds: torch.Tensor | None,
+    positions: torch.Tensor | None,
+    step: int,
     out_q: torch.Tensor,
     out_q_x: torch.Tensor,
     out_x: torch.Tensor,
 ) -> None:
-    _launch_softmax(config, logits, temperatures, out_q, (top_ks, exp_noise, out_q_x, out_x))
+    race = _race(exp_noise, seeds, positions, step)
+    _launch_softmax(config, logits, temperatures, out_q, (top_ks, race, out_q_x, out_x))
 
 
 # --------------------------------------------------------------------------------------------------

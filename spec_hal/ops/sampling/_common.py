@@ -19,6 +19,7 @@ from ...validation import (
     new_outputs,
     value_checks_enabled,
 )
+from .keyed import check_keys, check_step, keyed_exponential
 
 #: Exp(1) noise is clamped to this so that a zero draw cannot divide by zero (D2).
 FLOAT32_TINY = torch.finfo(torch.float32).tiny
@@ -81,13 +82,45 @@ def exponential_noise(
 def exponential_race(probs: Tensor, exp_noise: Tensor, num_samples: int) -> Tensor:
     """``[B, n]`` int64 draws without replacement from each row of ``probs`` (need not sum to 1).
 
-    argmax_i p_i / E_i with E_i ~ Exp(1) picks i with probability p_i / sum(p); an all-zero row gives
-    index 0 (argmax returns the first maximum).
+    argmax_i p_i / E_i with E_i ~ Exp(1) picks i with probability p_i / sum(p); equal scores go to
+    the lowest id (argmax returns the first maximum, the sort is stable), so an all-zero row gives
+    0, 1, ...
     """
     scores = probs.float() / exp_noise.clamp_min(FLOAT32_TINY)
     if num_samples == 1:
         return scores.argmax(dim=-1, keepdim=True)
-    return torch.topk(scores, num_samples, dim=-1).indices
+    return torch.sort(scores, dim=-1, descending=True, stable=True).indices[:, :num_samples]
+
+
+def race_noise(
+    probs: Tensor, exp_noise: Tensor | None, seeds: Tensor | None, positions: Tensor | None, step: int
+) -> Tensor:
+    """The race's Exp(1) noise of a provider call: the drawn ``exp_noise``, or the keyed noise of
+    each row's (seed, position, step) when the call is keyed (``exp_noise`` None)."""
+    if exp_noise is not None:
+        return exp_noise
+    assert seeds is not None and positions is not None  # the contract passes one or the other
+    return keyed_exponential(seeds, positions, step, probs.shape[1])
+
+
+def check_sampling_keys(
+    seeds: object, positions: object, step: object, generator: object, batch: int
+) -> bool:
+    """Whether a sampling call is keyed (``seeds`` given), after checking the keyword arguments that
+    choose between keyed draws and a generator's."""
+    if seeds is None:
+        if positions is not None:
+            raise ValueError("seeds: required with positions= (keyed draws need both)")
+        if step != 0:
+            raise ValueError(f"step: only keyed draws (seeds=, positions=) take a step, got {step}")
+        return False
+    if generator is not None:
+        raise ValueError("generator: expected None with seeds= (keyed draws touch no generator)")
+    if positions is None:
+        raise ValueError("positions: required with seeds= (a key is (seed, position, step))")
+    check_keys(seeds, positions, batch)
+    check_step(step)
+    return True
 
 
 def tempered_softmax(logits: Tensor, temperatures: Tensor | None, out_probs: Tensor) -> None:

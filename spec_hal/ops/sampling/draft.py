@@ -23,12 +23,15 @@ from ._common import (
     check_float_matrix,
     check_generator,
     check_positive_temperatures,
+    check_sampling_keys,
     check_temperatures,
     exponential_noise,
     exponential_race,
     outputs,
+    race_noise,
     tempered_softmax,
 )
+from .keyed import check_positions
 
 # --------------------------------------------------------------------------------------------------
 # D1 fast_topk
@@ -93,9 +96,16 @@ def fast_topk(
 
 
 def _fast_sample_reference(
-    probs: Tensor, exp_noise: Tensor, num_samples: int, out_probs: Tensor, out_indices: Tensor
+    probs: Tensor,
+    exp_noise: Tensor | None,
+    seeds: Tensor | None,
+    positions: Tensor | None,
+    step: int,
+    num_samples: int,
+    out_probs: Tensor,
+    out_indices: Tensor,
 ) -> None:
-    indices = exponential_race(probs, exp_noise, num_samples)
+    indices = exponential_race(probs, race_noise(probs, exp_noise, seeds, positions, step), num_samples)
     out_indices.copy_(indices)
     torch.gather(probs, 1, indices, out=out_probs)
 
@@ -104,26 +114,45 @@ def _fast_sample_reference(
     _fast_sample_reference,
     mutates=("out_probs", "out_indices"),
     op_class="bandwidth",
+    variant=("seeds",),
 )
 def fast_sample(
     probs: Tensor,
     num_samples: int = 1,
     generator: torch.Generator | None = None,
     out: tuple[Tensor, Tensor] | None = None,
+    *,
+    seeds: Tensor | None = None,
+    positions: Tensor | None = None,
+    step: int = 0,
 ) -> tuple[Tensor, Tensor]:
     """Sample token ids from each row of ``probs`` by the exponential race (no device sync).
 
     Used wherever the draft samples instead of taking a top-k (``sample_draft_proposal`` calls the
     same race). Draws ``num_samples`` distinct ids per row, in race order:
-    ``topk(probs.float() / max(E, tiny), n)`` with ``E ~ Exp(1)`` fp32 noise drawn from ``generator``
-    (torch's default generator of ``probs``' device when None). Rows need not sum to 1; an all-zero
-    row gives id 0 (``num_samples == 1``).
+    ``topk(probs.float() / max(E, tiny), n)`` (equal scores: the lower id first) with ``E ~ Exp(1)``
+    fp32 noise. Rows need not sum to 1; an all-zero row gives ids 0, 1, ...
+
+    The noise comes from one of two places:
+
+    * ``generator`` (torch's default generator of ``probs``' device when None): drawn by this call
+      as a ``[B, V]`` tensor before the provider runs, so a row's sample depends on the batch
+      around it and on whatever else drew from the generator;
+    * keyed (``seeds`` and ``positions`` given, ``generator`` None): ``E = -log(u)`` with ``u`` the
+      uniform of ``keyed_uniform(seeds, positions, step, DRAFT_PROPOSAL, V)`` at lane = token id,
+      computed inside the provider. No generator is touched; a row's ids are bitwise the same alone
+      or in any batch, in a graph replay, and on every provider of a device. Across vendors they are
+      equal except where a row's two best scores lie within 4 float32 ulp (``log`` differs in its
+      last bits between libraries).
 
     Args:
         probs: ``[B, V]`` floating, non-negative.
         num_samples: ``1 <= n <= V``.
         generator: a ``torch.Generator`` of ``probs``' device, or None.
         out: optional ``(p[B, n] probs' dtype, idx[B, n] int64)``.
+        seeds: keyed draws: ``[B]`` int64, one seed per request (any value).
+        positions: keyed draws: ``[B]`` int64 in ``[0, 2**48)``, each request's absolute position.
+        step: keyed draws: the draft step, in ``[0, 2**16)``.
 
     Returns:
         ``(p, idx)``: the sampled ids and their probabilities (``probs`` gathered at ``idx``).
@@ -133,7 +162,8 @@ def fast_sample(
     batch, vocab = probs.shape
     if num_samples > vocab:
         raise ValueError(f"num_samples: expected at most probs.shape[1] = {vocab}, got {num_samples}")
-    device = probs.device
+    keyed = check_sampling_keys(seeds, positions, step, generator, batch)
+    device = common_device(probs=probs, seeds=seeds, positions=positions) if keyed else probs.device
     check_generator(generator, device)
     shape = (batch, num_samples)
     out_probs, out_indices = outputs(
@@ -142,8 +172,12 @@ def fast_sample(
     assert out_probs is not None and out_indices is not None
     if batch == 0:
         return out_probs, out_indices
-    exp_noise = exponential_noise(probs.shape, device, generator)
-    fast_sample.dispatch(device, probs, exp_noise, num_samples, out_probs, out_indices)
+    if keyed:
+        check_positions(positions, device)  # type: ignore[arg-type]
+        fast_sample.dispatch(device, probs, None, seeds, positions, step, num_samples, out_probs, out_indices)
+    else:
+        exp_noise = exponential_noise(probs.shape, device, generator)
+        fast_sample.dispatch(device, probs, exp_noise, None, None, 0, num_samples, out_probs, out_indices)
     return out_probs, out_indices
 
 
@@ -213,13 +247,16 @@ def _sample_draft_proposal_reference(
     logits: Tensor,
     temperatures: Tensor,
     top_ks: Tensor | None,
-    exp_noise: Tensor,
+    exp_noise: Tensor | None,
+    seeds: Tensor | None,
+    positions: Tensor | None,
+    step: int,
     out_q: Tensor,
     out_q_x: Tensor,
     out_x: Tensor,
 ) -> None:
     tempered_softmax(logits, temperatures, out_q)
-    tokens = exponential_race(out_q, exp_noise, 1)
+    tokens = exponential_race(out_q, race_noise(out_q, exp_noise, seeds, positions, step), 1)
     if top_ks is not None:  # greedy requests take the mode of q
         greedy = (top_ks <= 1).unsqueeze(1)
         tokens = torch.where(greedy, out_q.argmax(dim=-1, keepdim=True), tokens)
@@ -231,7 +268,7 @@ def _sample_draft_proposal_reference(
     _sample_draft_proposal_reference,
     mutates=("out_q", "out_q_x", "out_x"),
     op_class="bandwidth",
-    variant=("top_ks",),
+    variant=("top_ks", "seeds"),
 )
 def sample_draft_proposal(
     logits: Tensor,
@@ -239,12 +276,18 @@ def sample_draft_proposal(
     top_ks: Tensor | None = None,
     generator: torch.Generator | None = None,
     out: tuple[Tensor, Tensor, Tensor] | None = None,
+    *,
+    seeds: Tensor | None = None,
+    positions: Tensor | None = None,
+    step: int = 0,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Sample one draft token per row from ``q = softmax(logits / temperatures)`` (fp32).
 
     Used by drafts verified with rejection sampling: the verifier needs the exact ``q`` the token was
-    drawn from. ``x`` is drawn by ``fast_sample``'s exponential race (noise from ``generator``);
-    rows with ``top_ks <= 1`` (greedy requests) take ``argmax(q)`` instead (ties: lowest id).
+    drawn from. ``x`` is drawn by ``fast_sample``'s exponential race, with noise from ``generator``
+    or, with ``seeds`` and ``positions``, keyed noise computed inside the provider (no generator
+    touched; see ``fast_sample``); rows with ``top_ks <= 1`` (greedy requests) take ``argmax(q)``
+    instead (ties: lowest id). A row's ``q`` is bitwise the same alone or in any batch.
 
     Args:
         logits: ``[B, V]`` floating.
@@ -252,6 +295,9 @@ def sample_draft_proposal(
         top_ks: optional ``[B]`` int32/int64 per-request top-k (only ``<= 1`` matters here).
         generator: a ``torch.Generator`` of the logits' device, or None (torch's default).
         out: optional ``(q[B, V] f32, q_x[B, 1] f32, x[B, 1] i64)``.
+        seeds: keyed draws: ``[B]`` int64, one seed per request.
+        positions: keyed draws: ``[B]`` int64 in ``[0, 2**48)``.
+        step: keyed draws: the draft step, in ``[0, 2**16)``.
 
     Returns:
         ``(q, q_x, x)`` with ``q_x = q[x]``.
@@ -261,7 +307,10 @@ def sample_draft_proposal(
     check_temperatures(temperatures, batch)
     if top_ks is not None:
         check_index("top_ks", top_ks, shape=(batch,))
-    device = common_device(logits=logits, temperatures=temperatures, top_ks=top_ks)
+    keyed = check_sampling_keys(seeds, positions, step, generator, batch)
+    device = common_device(
+        logits=logits, temperatures=temperatures, top_ks=top_ks, seeds=seeds, positions=positions
+    )
     check_positive_temperatures(temperatures, device)
     if vocab == 0:
         raise ValueError("logits: expected a non-empty vocabulary (V >= 1)")
@@ -275,8 +324,15 @@ def sample_draft_proposal(
     assert out_q is not None and out_q_x is not None and out_x is not None
     if batch == 0:
         return out_q, out_q_x, out_x
-    exp_noise = exponential_noise(logits.shape, device, generator)
-    sample_draft_proposal.dispatch(device, logits, temperatures, top_ks, exp_noise, out_q, out_q_x, out_x)
+    outs = (out_q, out_q_x, out_x)
+    if keyed:
+        check_positions(positions, device)  # type: ignore[arg-type]
+        sample_draft_proposal.dispatch(
+            device, logits, temperatures, top_ks, None, seeds, positions, step, *outs
+        )
+    else:
+        exp_noise = exponential_noise(logits.shape, device, generator)
+        sample_draft_proposal.dispatch(device, logits, temperatures, top_ks, exp_noise, None, None, 0, *outs)
     return out_q, out_q_x, out_x
 
 
