@@ -7,6 +7,10 @@ runs it on the device under test through each provider, runs it again on the CPU
 portable reference, and compares every tensor argument after the call plus the return value:
 integers exactly, floats with the tolerance table (:mod:`spec_hal.conformance.tolerance`).
 
+A case naming its row-wise arguments (``rows``) is also an *invariance* case: each provider must give
+a row bitwise the same outputs run twice, alone, in a slice, permuted or repeated into a large batch,
+and (where the device captures graphs) in a replay.
+
 A :class:`BadCase` builds arguments that must raise ``error`` with a message matching ``match``
 (the argument's name). ``value_check`` marks errors that need the data (ranges, negative lengths,
 narrowing): those are raised on CPU tensors always and on accelerators only with SPEC_HAL_DEBUG=1.
@@ -39,6 +43,11 @@ class Case:
     #: arguments (or "result") whose content after the call is not compared: scratch the op may leave
     #: in any state, or samples drawn from a device's own random stream.
     unchecked: frozenset[str] = field(default_factory=frozenset)
+    #: invariance cases: the arguments holding one entry per row (request) along their first
+    #: dimension, which the suite takes a row alone, a slice, permuted or repeated from (D8 (b)).
+    rows: tuple[str, ...] = ()
+    #: compare floats bit for bit, not within the tolerance table (keyed draws: the same bits everywhere).
+    exact: bool = False
 
 
 @dataclass(frozen=True)

@@ -186,7 +186,15 @@ def tensors_in(value: Any, path: str = "") -> Iterator[tuple[str, torch.Tensor]]
                 yield from tensors_in(getattr(value, key), f"{path}.{key}")
 
 
-def mismatch(path: str, got: torch.Tensor, want: torch.Tensor) -> str | None:
+def bitwise_equal(got: torch.Tensor, want: torch.Tensor) -> bool:
+    """Same shape, dtype and bits (NaN payloads and signed zeros included)."""
+    if got.shape != want.shape or got.dtype != want.dtype:
+        return False
+    as_bytes = [t.detach().to(CPU).contiguous().view(torch.uint8) for t in (got, want)]
+    return torch.equal(*as_bytes)
+
+
+def mismatch(path: str, got: torch.Tensor, want: torch.Tensor, exact: bool = False) -> str | None:
     got = got.detach().to(CPU)
     want = want.detach().to(CPU)
     if got.shape != want.shape:
@@ -194,6 +202,13 @@ def mismatch(path: str, got: torch.Tensor, want: torch.Tensor) -> str | None:
     if got.dtype != want.dtype:
         return f"{path}: dtype {got.dtype} != {want.dtype}"
     tol = tolerance(got.dtype)
+    if exact and got.dtype.is_floating_point:
+        if bitwise_equal(got, want):
+            return None
+        bad = (got.view(torch.uint8) != want.view(torch.uint8)).flatten().nonzero()
+        return (
+            f"{path}: differs in its bits ({len(bad)} byte(s)); first float pair {got.flatten()[0].item()!r}"
+        )
     if tol is None:
         if torch.equal(got, want):
             return None
@@ -206,14 +221,14 @@ def mismatch(path: str, got: torch.Tensor, want: torch.Tensor) -> str | None:
     return f"{path}: max abs difference {diff.max().item():.3g} over tolerance rtol={tol[0]} atol={tol[1]}"
 
 
-def compare(got: Any, want: Any) -> list[str]:
+def compare(got: Any, want: Any, exact: bool = False) -> list[str]:
     got_tensors = dict(tensors_in(got))
     want_tensors = dict(tensors_in(want))
     problems = []
     if set(got_tensors) != set(want_tensors):
         problems.append(f"different tensors: {sorted(set(got_tensors) ^ set(want_tensors))}")
     for path in sorted(set(got_tensors) & set(want_tensors)):
-        problem = mismatch(path, got_tensors[path], want_tensors[path])
+        problem = mismatch(path, got_tensors[path], want_tensors[path], exact)
         if problem:
             problems.append(problem)
     return problems
@@ -260,11 +275,12 @@ def run_case(case: Case, device: torch.device, provider: str) -> list[str]:
     problems = []
     if case.expected is not None:
         expected = dict(case.expected())
-        problems += [f"reference vs golden: {p}" for p in compare({k: want[k] for k in expected}, expected)]
+        golden = compare({k: want[k] for k in expected}, expected, case.exact)
+        problems += [f"reference vs golden: {p}" for p in golden]
     kwargs = fresh_build(case, device)
     with provider_forced(case.op, provider):
         result = call(case, kwargs)
-    problems += compare(_checked(case, kwargs, result), want)
+    problems += compare(_checked(case, kwargs, result), want, case.exact)
     return problems
 
 
@@ -390,6 +406,95 @@ def run_opcheck_case(case: Case, device: torch.device, provider: str) -> Outcome
 
 
 # --------------------------------------------------------------------------------------------------
+# Invariance (D8): a row's outputs depend on the row alone
+
+
+#: The batch an invariance case repeats its rows into on an accelerator: the bench's largest (past
+#: every vendor's thresholds for splitting rows or changing tiles). Elsewhere (the CPU, emulations)
+#: a small one: those providers' thresholds are small, and the interpreter slow.
+INVARIANCE_DEVICE_BATCH = 512
+INVARIANCE_SMALL_BATCH = 16
+
+
+def invariance_batch(case: Case, device: torch.device) -> int:
+    return INVARIANCE_SMALL_BATCH if case.small or device.type == "cpu" else INVARIANCE_DEVICE_BATCH
+
+
+def _take_rows(kwargs: dict[str, Any], rows: tuple[str, ...], index: torch.Tensor) -> dict[str, Any]:
+    """The arguments of the rows ``index`` (a row may repeat): row-wise tensors (or tuples of them)
+    indexed along their first dimension, every other argument as it is."""
+
+    def take(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            return value.index_select(0, index.to(value.device))
+        if isinstance(value, (list, tuple)):
+            return type(value)(take(item) for item in value)
+        return value
+
+    return {name: take(value) if name in rows else value for name, value in kwargs.items()}
+
+
+def _batch_of(case: Case, kwargs: dict[str, Any]) -> int:
+    return next(t.shape[0] for name in case.rows for _, t in tensors_in(kwargs[name]))
+
+
+def _row_problems(got: dict[str, Any], full: dict[str, Any], index: torch.Tensor, batch: int) -> list[str]:
+    """Where the rows ``index`` of a call differ, in any bit, from the same rows of the full call."""
+    whole = dict(tensors_in(full))
+    problems = []
+    for path, tensor in tensors_in(got):
+        want = whole.get(path)
+        if want is None or want.dim() == 0 or want.shape[0] != batch:
+            continue  # not a row-wise tensor
+        if not bitwise_equal(tensor, want.index_select(0, index.to(want.device))):
+            problems.append(f"{path} differs from the same rows in the batch")
+    return problems
+
+
+def run_invariance_case(case: Case, device: torch.device, provider: str, big_batch: int) -> Outcome:
+    """Run to run, and batch: the rows of a call alone, in a slice, permuted and repeated into
+    ``big_batch`` rows give bitwise the outputs they get in the case's own batch."""
+    with provider_forced(case.op, provider):
+        kwargs = fresh_build(case, device)
+        full = _checked(case, kwargs, call(case, kwargs))
+        again_kwargs = fresh_build(case, device)
+        again = _checked(case, again_kwargs, call(case, again_kwargs))
+        problems = [f"run to run: {p}" for p in compare(again, full, exact=True)]
+        batch = _batch_of(case, kwargs)
+        if batch == 0:
+            return "an empty batch has no rows"
+        everything = torch.arange(batch)
+        subsets = {
+            "alone (first row)": everything[:1],
+            "alone (last row)": everything[-1:],
+            "slice": everything[1:] if batch > 1 else everything,
+            "permuted": everything.flip(0),
+            f"repeated into {big_batch} rows": everything.repeat(-(-big_batch // batch))[:big_batch],
+        }
+        for label, index in subsets.items():
+            part = _take_rows(fresh_build(case, device), case.rows, index)
+            state = _checked(case, part, call(case, part))
+            problems += [f"{label}: {p}" for p in _row_problems(state, full, index, batch)]
+    return problems
+
+
+def run_replay_invariance_case(case: Case, device: torch.device, provider: str) -> Outcome:
+    """A captured graph's replay gives bitwise what an eager call gives on the same inputs."""
+    with provider_forced(case.op, provider):
+        eager_kwargs = fresh_build(case, device)
+        eager = _checked(case, eager_kwargs, call(case, eager_kwargs))
+        runtime.synchronize(device)
+        buffers = fresh_build(case, device)
+        holder: dict[str, Any] = {}
+        replay = runtime.capture_graph(lambda: holder.__setitem__("result", call(case, buffers)), device)
+    replay()
+    runtime.synchronize(device)
+    return [
+        f"replay vs eager: {p}" for p in compare(_checked(case, buffers, holder["result"]), eager, exact=True)
+    ]
+
+
+# --------------------------------------------------------------------------------------------------
 # The suite
 
 
@@ -444,6 +549,14 @@ def planned(
                     case.name,
                     functools.partial(run_compile_case, case, device, provider, backend),
                 )
+            if case.rows:
+                invariance = functools.partial(
+                    run_invariance_case, case, device, provider, invariance_batch(case, device)
+                )
+                yield case.op, provider, "invariance", f"{case.name}:batch", invariance
+                if graphs and provider != registry.PORTABLE:
+                    replayed = functools.partial(run_replay_invariance_case, case, device, provider)
+                    yield case.op, provider, "invariance", f"{case.name}:replay", replayed
             if graphs and key not in captured_ops and case.kind == "random" and provider != registry.PORTABLE:
                 captured_ops.add(key)
                 partner = graph_partner(case, cases)

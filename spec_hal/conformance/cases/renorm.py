@@ -66,6 +66,10 @@ def _counts(gen: torch.Generator, batch: int, vocab: int, rows: str) -> torch.Te
 
 
 def _probs(gen: torch.Generator, batch: int, vocab: int, rows: str) -> torch.Tensor:
+    """Rows of ``_counts``' units, or ("softmax") a softmax of random logits: values whose sums round
+    differently in every order of addition (the invariance cases' rows)."""
+    if rows == "softmax":
+        return torch.softmax(torch.randn(batch, vocab, generator=gen) * 3, dim=-1)
     return _counts(gen, batch, vocab, rows).float() * 2.0**-20
 
 

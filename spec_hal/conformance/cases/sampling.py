@@ -41,6 +41,23 @@ def _device_generator(device: torch.device, seed: int) -> torch.Generator | None
     return torch.Generator(device=device).manual_seed(seed)
 
 
+def keys(rng: torch.Generator, bs: int, device: torch.device, step: int = 0) -> dict[str, Any]:
+    """Keyed draws' arguments: seeds over the whole int64 range (negative ones too) and positions
+    past 2**32, so every word of the key and counter is exercised."""
+    seeds = torch.randint(-(2**63), 2**63 - 1, (bs,), generator=rng, dtype=torch.int64)
+    positions = torch.randint(0, 2**48, (bs,), generator=rng, dtype=torch.int64)
+    return {"seeds": seeds.to(device), "positions": positions.to(device), "step": step}
+
+
+def _randomness(
+    rng: torch.Generator, device: torch.device, bs: int, seed: int, keyed: bool
+) -> dict[str, Any]:
+    """The sampling ops' source of noise: keys (keyed draws), else a generator of the device."""
+    if keyed:
+        return keys(rng, bs, device, step=seed % 7)
+    return {"generator": _device_generator(device, seed)}
+
+
 def _poison(shape: Sequence[int], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     fill = grid.POISON_FLOAT if dtype.is_floating_point else grid.POISON_INT
     return torch.full(tuple(shape), fill, dtype=dtype, device=device)
@@ -117,8 +134,10 @@ def build_fast_sample(
     dtype: torch.dtype = torch.float32,
     rows: str = "random",
     seed: int = 0,
+    keyed: bool = False,
 ) -> dict[str, Any]:
-    """``rows``: "random" (softmax rows), "one_hot" or "zero" (samples that ignore the noise)."""
+    """``rows``: "random" (softmax rows), "one_hot" or "zero" (samples that ignore the noise);
+    ``keyed``: keyed draws (seeds, positions, step) instead of a generator's."""
     rng = _rng(seed)
     if rows == "one_hot":
         hot = torch.randint(vocab, (bs,), generator=rng)
@@ -131,7 +150,7 @@ def build_fast_sample(
     return {
         "probs": probs.to(device),
         "num_samples": num_samples,
-        "generator": _device_generator(device, seed),
+        **_randomness(rng, device, bs, seed, keyed),
         "out": (_poison(shape, dtype, device), _poison(shape, torch.int64, device)),
     }
 
@@ -171,8 +190,10 @@ def build_sample_draft_proposal(
     idx_dtype: torch.dtype = torch.int64,
     top_ks: str = "mixed",
     seed: int = 0,
+    keyed: bool = False,
 ) -> dict[str, Any]:
-    """``top_ks``: "none", "mixed" (greedy and sampled rows) or "greedy" (every row <= 1)."""
+    """``top_ks``: "none", "mixed" (greedy and sampled rows) or "greedy" (every row <= 1); ``keyed``:
+    keyed draws (seeds, positions, step) instead of a generator's."""
     rng = _rng(seed)
     logits = _logits(rng, bs, vocab, dtype)
     temperatures = _temperatures(rng, bs)
@@ -186,7 +207,7 @@ def build_sample_draft_proposal(
         "logits": logits.to(device),
         "temperatures": temperatures.to(device),
         "top_ks": None if ks is None else ks.to(device),
-        "generator": _device_generator(device, seed),
+        **_randomness(rng, device, bs, seed, keyed),
         "out": (
             _poison((bs, vocab), torch.float32, device),
             _poison((bs, 1), torch.float32, device),
