@@ -319,6 +319,29 @@ def test_rejection_sampling_keeps_each_requests_top_k_top_p_distribution(topk, n
             assert _chi_square_passes(counts, exact), (group, position, counts / SAMPLES, exact)
 
 
+@pytest.mark.parametrize(("topk", "num_steps"), [(1, 3), (2, 2)], ids=["chain", "tree"])
+def test_keyed_rejection_sampling_gives_a_request_its_tokens_whatever_the_batch(topk, num_steps):
+    """Each request's draws keyed by its seed and positions: decoded alone or among others (which
+    finish earlier, so its row moves within a shrinking batch), it gets the same tokens, and another
+    seed gets other tokens."""
+    model = TinyLM(SMALL_VOCAB, "cpu", torch.float32)
+    spec = SpecConfig(topk=topk, num_steps=num_steps, sampling="rejection", temperature=1.0, keyed=True)
+    prompts = [[1, 6, 3], [2, 2], [5, 1, 4, 4], [7]]
+    seeds = [11, -3, 2**40, 11]
+    together, _, engine = run(model, spec, prompts, 12, "cpu", request_seeds=seeds)
+    assert engine.cache.leaks() == []
+    for r, (prompt, seed) in enumerate(zip(prompts, seeds, strict=True)):
+        alone, _, _ = run(model, spec, [prompt], 12, "cpu", seed=r + 99, request_seeds=[seed])
+        assert alone[0] == together[r]
+    reseeded, _, _ = run(model, spec, prompts, 12, "cpu", request_seeds=[s + 1 for s in seeds])
+    assert reseeded != together
+
+
+def test_keyed_draws_are_for_rejection_sampling():
+    with pytest.raises(ValueError, match="keyed"):
+        SpecConfig(keyed=True).check(SMALL_VOCAB.vocab_size)
+
+
 def test_the_chi_square_check_has_power():
     # the check used above rejects a visibly wrong distribution at this sample size
     probs = torch.tensor([0.3, 0.3, 0.2, 0.1, 0.05, 0.05])
@@ -356,13 +379,16 @@ def test_grammar_constrained_decoding_is_lossless(model, topk):
             fresh.accept_token(token)
 
 
-@pytest.mark.parametrize("sampling", ["greedy", "rejection"])
+@pytest.mark.parametrize("sampling", ["greedy", "rejection", "keyed"])
 @pytest.mark.parametrize("topk", [1, 2])
 def test_step_phases_run_on_meta_tensors(topk, sampling):
     """Meta tensors have no data: a host read or a data-dependent shape in the draft or verify
     phase would fail here. That is what graph capture needs."""
     model = TinyLM(ModelConfig(), "meta", torch.float32)
-    spec = SpecConfig(topk=topk, num_steps=3, page_size=4, sampling=sampling)
+    keyed = sampling == "keyed"
+    spec = SpecConfig(
+        topk=topk, num_steps=3, page_size=4, sampling="rejection" if keyed else sampling, keyed=keyed
+    )
     engine = SpecDecoder(model, spec, max_requests=3, max_context=32, device="meta")
     buffers = engine.buffers(3)
     engine.draft_phase(buffers)
@@ -426,10 +452,15 @@ def forced_capture(monkeypatch):
         (4, 3, 1, "greedy", None),
         (1, 2, 1, "rejection", None),
         (2, 3, 4, "rejection", None),
+        (1, 2, 1, "keyed", None),
+        (2, 3, 4, "keyed", None),
         (1, 3, 1, "greedy", 2.5),
     ],
-    ids=["greedy-chain", "greedy-tree", "greedy-wide-tree", "rejection-chain", "rejection-tree", "simulated"],
-)
+    ids=[
+        "greedy-chain", "greedy-tree", "greedy-wide-tree", "rejection-chain", "rejection-tree", "keyed-chain",
+        "keyed-tree", "simulated",
+    ],
+)  # fmt: skip
 def test_captured_phases_pass_every_output(
     model, greedy_outputs, forced_capture, topk, num_steps, page_size, sampling, simulate
 ):
@@ -438,11 +469,16 @@ def test_captured_phases_pass_every_output(
 
     with forced_capture(), pytest.raises(ValueError, match="during graph capture"):
         ops.fast_topk(torch.ones(2, 4), 2)  # the forced state is seen: an op left to allocate raises
+    keyed = sampling == "keyed"
     spec = SpecConfig(
-        topk=topk, num_steps=num_steps, page_size=page_size, sampling=sampling, simulate_acc_len=simulate
-    )
+        topk=topk, num_steps=num_steps, page_size=page_size, sampling="rejection" if keyed else sampling,
+        simulate_acc_len=simulate, keyed=keyed,
+    )  # fmt: skip
     max_new = 20 if simulate else MAX_NEW_TOKENS
-    outputs, stats, engine = run(model, spec, PROMPTS, max_new, "cpu", capture_ahead=True)
+    seeds = range(len(PROMPTS))
+    outputs, stats, engine = run(
+        model, spec, PROMPTS, max_new, "cpu", capture_ahead=True, request_seeds=seeds
+    )
     assert engine.graphs and stats.graphs == len(PROMPTS) * (1 if simulate else 2)
     assert engine.cache.leaks() == []
     if sampling == "greedy" and simulate is None:
@@ -581,6 +617,11 @@ def test_a_preset_at_small_size_prints_the_log_the_checks_read(
     assert any("a speed-up is not expected" in line for line in lines)  # the CPU says so
     assert any(
         line.startswith("rejection sampling at batch 2: ") and "mean accepted length" in line
+        for line in lines
+    )
+    # the keyed rejection run's requests, alone and together, in float32 whatever the timed dtype
+    assert any(
+        line.startswith("reproducible: 2/2 requests gave the same tokens at batch 1 and batch 2 (float32")
         for line in lines
     )
     if dtype == "bfloat16":

@@ -181,16 +181,19 @@ def run(
     capture_ahead: bool = False,
     top_k: Sequence[int] = (0,),
     top_p: Sequence[float] = (1.0,),
+    request_seeds: Sequence[int] = (),
 ) -> tuple[list[list[int]], Stats, SpecDecoder]:
     """Decode ``prompts`` speculatively; returns (outputs, stats, the engine for inspection).
     ``top_k`` and ``top_p`` are cycled over the requests (rejection sampling with
-    ``spec.top_k_top_p``)."""
+    ``spec.top_k_top_p``); ``request_seeds`` gives each request its seed (``spec.keyed``)."""
     torch.manual_seed(seed)
     longest = max(len(p) for p in prompts) + max_new_tokens
     engine = SpecDecoder(
         model, spec, max_requests=len(prompts), max_context=longest, device=device, seed=seed
     )
     requests = _requests(prompts, max_new_tokens, grammars, top_k, top_p)
+    for request, request_seed in zip(requests, request_seeds, strict=False):
+        request.seed = request_seed
     return _decode(engine, requests, capture_ahead), engine.stats, engine
 
 
@@ -302,6 +305,12 @@ def main(args: argparse.Namespace) -> int:
             del exact_model
     if args.sampling in ("both", "rejection"):
         _rejection_run(setup, timed_model, args, problems)
+        if setup.dtype == setup.exact_dtype:
+            _reproducibility(setup, timed_model, args, problems)
+        else:
+            _reproducibility(
+                setup, TinyLM(setup.preset.model, setup.device, setup.exact_dtype), args, problems
+            )
     print("check: " + ("ok" if not problems else "FAILED: " + "; ".join(problems)))
     return 1 if problems else 0
 
@@ -598,17 +607,35 @@ def _exactness(setup: _Setup, model: TinyLM, runs: dict, problems: list[str]) ->
     )
 
 
+def _rejection_spec(setup: _Setup, args: argparse.Namespace) -> SpecConfig:
+    """Rejection sampling with per-request top-k and top-p, every draw keyed by its request's seed."""
+    return dataclasses.replace(
+        setup.spec, sampling="rejection", temperature=args.temperature, top_k_top_p=True,
+        simulate_acc_len=None, keyed=True,
+    )  # fmt: skip
+
+
+def _rejection_decode(
+    setup: _Setup, model: TinyLM, args: argparse.Namespace, first: int, count: int, max_new_tokens: int
+) -> tuple[list[list[int]], Stats, SpecDecoder]:
+    """Requests ``first .. first + count - 1`` of the rejection run (request r: prompt r, seed
+    ``args.seed + r``, and the top-k and top-p cycled by r), decoded as one batch."""
+    largest = setup.largest
+    prompts = make_prompts(largest, setup.preset.prompt_lengths, model.config.vocab_size, args.seed)
+    chosen = range(first, first + count)
+    grammars = _grammars(setup, largest)
+    return run(
+        model, _rejection_spec(setup, args), [prompts[r] for r in chosen], max_new_tokens, setup.device,
+        None if grammars is None else [grammars[r] for r in chosen], args.seed, capture_ahead=setup.graphs,
+        top_k=[args.top_k[r % len(args.top_k)] for r in chosen], top_p=[args.top_p[r % len(args.top_p)] for r in chosen],
+        request_seeds=[args.seed + r for r in chosen],
+    )  # fmt: skip
+
+
 def _rejection_run(setup: _Setup, model: TinyLM, args: argparse.Namespace, problems: list[str]) -> None:
     batch = setup.largest
-    spec = dataclasses.replace(
-        setup.spec, sampling="rejection", temperature=args.temperature, top_k_top_p=True,
-        simulate_acc_len=None,
-    )  # fmt: skip
-    prompts = make_prompts(batch, setup.preset.prompt_lengths, model.config.vocab_size, args.seed)
-    _, stats, engine = run(
-        model, spec, prompts, setup.max_new_tokens, setup.device, _grammars(setup, batch), args.seed,
-        capture_ahead=setup.graphs, top_k=args.top_k, top_p=args.top_p,
-    )  # fmt: skip
+    spec = _rejection_spec(setup, args)
+    _, stats, engine = _rejection_decode(setup, model, args, 0, batch, setup.max_new_tokens)
     problems += engine.cache.leaks()
     accepted = stats.mean_accepted_length - 1
     print(
@@ -616,8 +643,32 @@ def _rejection_run(setup: _Setup, model: TinyLM, args: argparse.Namespace, probl
         f"length {stats.mean_accepted_length:.2f} ({accepted:.2f} of {spec.num_steps} draft tokens "
         f"accepted per verify); temperature {spec.temperature}, per-request top-k "
         f"{','.join(map(str, args.top_k))} and top-p {','.join(map(str, args.top_p))} cycled over the "
-        f"requests (spec_hal's top_k_renorm_prob and top_p_renorm_prob); its exactness is a distribution "
-        "(tests/test_demo.py)"
+        f"requests (spec_hal's top_k_renorm_prob and top_p_renorm_prob), request r keyed by seed "
+        f"{args.seed} + r; its exactness is a distribution (tests/test_demo.py)"
+    )
+
+
+def _reproducibility(setup: _Setup, model: TinyLM, args: argparse.Namespace, problems: list[str]) -> None:
+    """The rejection run's requests decoded one at a time and all together (``model`` in float32):
+    keyed draws and batch-invariant ops give each request the same tokens either way."""
+    batch = setup.largest
+    tokens = min(setup.max_new_tokens, setup.preset.exact_tokens)
+    together, _, engine = _rejection_decode(setup, model, args, 0, batch, tokens)
+    problems += engine.cache.leaks()
+    del engine
+    alone = []
+    for r in range(batch):
+        outputs, _, engine = _rejection_decode(setup, model, args, r, 1, tokens)
+        problems += engine.cache.leaks()
+        alone += outputs
+    same = sum(a == b for a, b in zip(alone, together, strict=True))
+    if same != batch:
+        prompts = make_prompts(batch, setup.preset.prompt_lengths, model.config.vocab_size, args.seed)
+        problems.append("reproducibility: " + _first_difference(model, prompts, alone, together))
+    print(
+        f"reproducible: {same}/{batch} requests gave the same tokens at batch 1 and batch {batch} "
+        f"({_dtype_name(model.embedding.dtype)}, rejection sampling, seeds {args.seed}..{args.seed + batch - 1}, "
+        f"{tokens} new tokens each)"
     )
 
 

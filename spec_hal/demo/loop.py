@@ -64,6 +64,9 @@ class SpecConfig:
     top_k_top_p: bool = False  # rejection sampling: renormalise by each request's top_k and top_p
     simulate_acc_len: float | None = None  # benchmark mode: a simulated mean accept length
     use_graphs: bool = True  # where the device supports capture
+    # rejection sampling: every draw keyed by its request's seed (Request.seed) and position, so a
+    # request's tokens do not depend on the batch around it; else drawn from torch's generator
+    keyed: bool = False
 
     @property
     def num_nodes(self) -> int:
@@ -80,6 +83,8 @@ class SpecConfig:
             raise ValueError(f"sampling must be 'greedy' or 'rejection', got {self.sampling!r}")
         if self.top_k_top_p and self.sampling != "rejection":
             raise ValueError("top_k_top_p: per-request top-k and top-p apply to rejection sampling only")
+        if self.keyed and self.sampling != "rejection":
+            raise ValueError("keyed: keyed draws apply to rejection sampling only")
         if k == 1 and d != s + 1:
             raise ValueError(f"a chain (topk 1) verifies num_steps + 1 = {s + 1} tokens, got {d}")
         if not 2 <= d <= k + (s - 1) * k * k + 1:
@@ -95,6 +100,7 @@ class Request:
     grammar: ops.Grammar | None = None  # tracks the committed tokens
     top_k: int = 0  # rejection sampling with SpecConfig.top_k_top_p: <= 0 keeps every token
     top_p: float = 1.0  # likewise: 1 keeps every token
+    seed: int = 0  # SpecConfig.keyed: the key of every draw of this request
     output: list[int] = field(default_factory=list)
     row: int = DUMMY_ROW
     seq_len: int = 0  # tokens with KV in the cache
@@ -133,8 +139,9 @@ class _BatchInputs:
         self.verified_id = torch.zeros(bs, dtype=torch.int64, device=device)  # the roots
         self.top_k = torch.zeros(bs, dtype=torch.int64, device=device)
         self.top_p = torch.ones(bs, dtype=torch.float32, device=device)
+        self.seeds = torch.zeros(bs, dtype=torch.int64, device=device)
 
-    def load(self, requests: list[Request], filters: bool = False) -> None:
+    def load(self, requests: list[Request], filters: bool = False, keyed: bool = False) -> None:
         def put(buffer: Tensor, values: list) -> None:
             buffer.copy_(torch.tensor(values, dtype=buffer.dtype))
 
@@ -144,6 +151,8 @@ class _BatchInputs:
         if filters:
             put(self.top_k, [r.top_k for r in requests])
             put(self.top_p, [r.top_p for r in requests])
+        if keyed:
+            put(self.seeds, [r.seed for r in requests])
 
     def load_dummy(self) -> None:
         """Inputs for capture runs: every row is the dummy row (it writes only dummy slots/lines)."""
@@ -152,6 +161,7 @@ class _BatchInputs:
         self.verified_id.zero_()
         self.top_k.zero_()
         self.top_p.fill_(1.0)
+        self.seeds.zero_()
 
 
 class StepBuffers(_BatchInputs):
@@ -217,6 +227,9 @@ class StepBuffers(_BatchInputs):
         width = s + 1
         self.predicts = ints(bs * d, dtype=torch.int32)
         self.accept_index = ints(bs, width, dtype=torch.int32, fill=-1)
+        # rejection sampling's coins (keyed draws write them: an op's outputs are passed under capture)
+        self.coins = torch.zeros(bs, d, dtype=f32, device=device)
+        self.final_coins = torch.zeros(bs, dtype=f32, device=device)
         self.num_correct_drafts = ints(bs, dtype=torch.int32)
         self.accept_lens = ints(bs, dtype=torch.int32)
         self.bonus_tokens = ints(bs, dtype=torch.int32)
@@ -331,8 +344,10 @@ class SpecDecoder:
             return ops.fast_topk(probs, k, out=out)
         assert b.draft_q is not None
         if k == 1:  # the chain verify needs the exact q each draft token was drawn from
+            # keyed: draft step ``step`` of the iteration that starts at the request's seq_len
+            keys = {"seeds": b.seeds, "positions": b.seq_lens, "step": step} if self.spec.keyed else {}
             q, q_of_token, token = ops.sample_draft_proposal(
-                logits, b.temperatures[:rows], out=(b.draft_q[:rows], *out)
+                logits, b.temperatures[:rows], out=(b.draft_q[:rows], *out), **keys
             )
             assert b.draft_probs is not None
             b.draft_probs[:, step].copy_(q)
@@ -445,8 +460,7 @@ class SpecDecoder:
             if spec.top_k_top_p:
                 self._renormalise(target_probs, b.top_k.repeat_interleave(d), b.top_p.repeat_interleave(d))
             target_probs = target_probs.view(bs, d, -1)
-            coins = torch.rand(bs, d, device=self.device)
-            final_coins = torch.rand(bs, device=self.device)
+            coins, final_coins = self._coins(b)
             assert b.draft_probs is not None
             if spec.topk == 1:
                 ops.chain_speculative_sampling(
@@ -469,6 +483,18 @@ class SpecDecoder:
             )  # fmt: skip
             b.accept_index.copy_(simulated)
         self._accept(b, hidden)
+
+    def _coins(self, b: StepBuffers) -> tuple[Tensor, Tensor]:
+        """The verify's uniforms: node i's accept coin and the final sample's coin of each request,
+        keyed by (seed, seq_len) where ``spec.keyed``, else from torch's generator."""
+        if not self.spec.keyed:
+            return torch.rand(b.bs, self.spec.num_nodes, device=self.device), torch.rand(
+                b.bs, device=self.device
+            )
+        ops = self.ops
+        ops.keyed_uniform(b.seeds, b.seq_lens, 0, ops.ACCEPT_COIN, self.spec.num_nodes, out=b.coins)
+        ops.keyed_uniform(b.seeds, b.seq_lens, 0, ops.FINAL_COIN, 1, out=b.final_coins.view(b.bs, 1))
+        return b.coins, b.final_coins
 
     def _renormalise(self, probs: Tensor, top_k: Tensor, top_p: Tensor) -> None:
         """``probs [R, V]`` renormalised in place over each row's top-k, then its top-p (sglang's
@@ -594,7 +620,13 @@ class SpecDecoder:
                 top_k = torch.tensor([r.top_k for r in requests], device=self.device)
                 top_p = torch.tensor([r.top_p for r in requests], dtype=torch.float32, device=self.device)
                 self._renormalise(probs, top_k, top_p)
-            _, first = self.ops.fast_sample(probs)
+            keys = {}
+            if self.spec.keyed:  # the first token's draw: keyed by the position it takes
+                keys = {
+                    "seeds": torch.tensor([r.seed for r in requests], device=self.device),
+                    "positions": lengths,
+                }
+            _, first = self.ops.fast_sample(probs, **keys)
         for request, token in zip(requests, first.flatten().tolist(), strict=True):
             request.seq_len = len(request.prompt)
             self._commit(request, [token])
@@ -621,7 +653,7 @@ class SpecDecoder:
         self.cache.reserve([r.row for r in batch], [self._columns_needed(r.seq_len) for r in batch])
         b = self.buffers(len(batch))
         draft, verify = self._phases(b)
-        b.load(batch, self.spec.top_k_top_p)
+        b.load(batch, self.spec.top_k_top_p, self.spec.keyed)
         draft()
         if batch[0].grammar is not None:  # the tree goes to the host and its mask comes back
             next_token, next_sibling, draft_tokens = (
