@@ -23,6 +23,7 @@ from spec_hal.bench import (
     run,
     set_ceiling,
     settle_launch_reference,
+    sizes_for,
 )
 from spec_hal.bench.report import missed_targets, section
 from spec_hal.errors import SpecHalError
@@ -181,6 +182,21 @@ def test_the_ceiling_adds_an_empty_kernel_the_bytes_at_copy_bandwidth_and_the_dr
     rows = _size_rows("move_kv_cache")
     set_ceiling("move_kv_cache", "bandwidth", rows, {"time": Timing(9.0, 1.0)}, _RUN)  # eager time: no graph
     assert [row["x_ceiling"] for row in rows] == [6.0, 6.0] and "drawn_noise_us" not in rows[0]
+
+
+def test_keyed_rows_sit_beside_the_generator_rows_and_their_ceiling_has_no_draw():
+    """The sampling ops are timed keyed too (the noise computed in the provider) at every batch, 32k
+    and 128k in a full run; their least device time is the launch and the bytes, no draw."""
+    build = builders()["fast_sample"]
+    full = list(sizes_for("fast_sample", build, "full"))
+    keyed = [(s["bs"], s["vocab"]) for s in full if s.get("keyed")]
+    assert keyed == [(b, v) for v in (32768, 131072) for b in (1, 8, 64, 256, 512)]
+    assert [s for s in full if not s.get("keyed")] == [s for s in sizes_for("fast_topk", build, "full")]
+    assert all(s.get("keyed") is None for s in sizes_for("fast_topk", builders()["fast_topk"], "full"))
+    rows = _size_rows("fast_sample")
+    set_ceiling("fast_sample", "bandwidth", rows, {"time": Timing(9.0, 1.0), "graph": Timing(7.0, 1.0)}, _RUN,
+                draws=False)  # fmt: skip
+    assert rows[0]["least_device_us"] == 1.5 and "drawn_noise_us" not in rows[0]  # 0.5 + 4.2 MB / 4200 GB/s
 
 
 def test_no_ceiling_without_the_drawn_noise_a_bandwidth_class_or_a_portable_row():

@@ -93,7 +93,13 @@ LARGE_SIZES: dict[str, list[dict[str, Any]]] = {
     ],
     # draft KV indices at 32k context (bs 64, K 4, S 3 is typical)
     "generate_draft_decode_kv_indices": [{"bs": 64, "max_seq": 32768}],
+    # keyed draws (the noise of the draft proposals at a 128k vocabulary)
+    "keyed_uniform": [{"bs": b, "vocab": 131072} for b in (64, 512)],
 }
+#: The sampling ops whose keyed draws (``seeds=``: the noise computed in the provider) the bench
+#: times beside their generator rows: at each batch size of the run, at 32k and (full) 128k.
+KEYED_OPS = ("fast_sample", "sample_draft_proposal")
+KEYED_VOCABS = {"quick": (32768,), "full": (32768, 131072)}
 
 
 @dataclass
@@ -165,7 +171,10 @@ TYPICAL = {"topk": 4, "num_steps": 3, "page_size": 1, "vocab": 32768}
 
 def sizes_for(op: str, builder: Callable[..., Any], which: str) -> Iterator[dict[str, Any]]:
     seen = []
-    base = QUICK_SIZES if which == "quick" else FULL_SIZES + LARGE_SIZES.get(op, [])
+    batches = QUICK_SIZES if which == "quick" else FULL_SIZES
+    base = batches if which == "quick" else FULL_SIZES + LARGE_SIZES.get(op, [])
+    if op in KEYED_OPS:
+        base = base + [{**b, "vocab": v, "keyed": True} for v in KEYED_VOCABS[which] for b in batches]
     for sizes in base:
         accepted = _accepted(builder, TYPICAL | sizes)
         if accepted and accepted not in seen:
@@ -267,7 +276,7 @@ def _measure(
                             row["grid_floor"] = floors[shape]
                     except Exception as exc:  # the row stands without its grid floor
                         row["grid_floor_error"] = f"{type(exc).__name__}: {exc}"
-                if provider == registry.PORTABLE and op in NOISE_SHAPED_LIKE:
+                if provider == registry.PORTABLE and draws_noise(op, sizes):
                     try:
                         row["drawn_noise"] = _drawn_noise(inputs[0][NOISE_SHAPED_LIKE[op]].shape, device)
                     except Exception as exc:  # the op's rows then get no ceiling
@@ -280,6 +289,12 @@ def _measure(
 #: noise, drawn from the caller's generator (D2, D4) in the shape of this argument. Every provider
 #: then reads it (a test checks the ops and the shapes against the public calls).
 NOISE_SHAPED_LIKE = {"fast_sample": "probs", "sample_draft_proposal": "logits"}
+
+
+def draws_noise(op: str, sizes: dict[str, Any]) -> bool:
+    """Whether the public call at ``sizes`` draws the race's noise before it dispatches (keyed calls
+    compute theirs in the provider)."""
+    return op in NOISE_SHAPED_LIKE and not sizes.get("keyed")
 
 
 @dataclass
@@ -296,20 +311,26 @@ def _drawn_noise(shape: torch.Size, device: torch.device) -> DrawnNoise:
 
 
 def set_ceiling(
-    op: str, op_class: str, rows: list[dict[str, Any]], portable: dict[str, Any], data: dict[str, Any]
+    op: str,
+    op_class: str,
+    rows: list[dict[str, Any]],
+    portable: dict[str, Any],
+    data: dict[str, Any],
+    draws: bool | None = None,
 ) -> None:
     """On each row of one op and size of an accelerator run (a bandwidth-bound op with a portable
     row; ``portable``: what :func:`_measure` measured of it): ``least_device_us``, the least device
     time any provider can take in this run, and ``x_ceiling``, the portable provider's time over it
     (the largest speed-up over portable any provider can reach). The least time: one empty kernel's
     (the launch floor), plus the op's bytes at the copy bandwidth, plus, where the public call draws
-    noise first, that draw and the provider's read of it (``drawn_noise_us``). A noise-drawing op
-    whose draw could not be timed gets no ceiling, and a note says why."""
+    noise first (``draws``; by default where the op can, :data:`NOISE_SHAPED_LIKE`), that draw and
+    the provider's read of it (``drawn_noise_us``). A noise-drawing op whose draw could not be timed
+    gets no ceiling, and a note says why."""
     copy_gbs, launch_us = data.get("copy_bandwidth_gbs"), data.get("launch_floor_us")
     if op_class != "bandwidth" or not copy_gbs or not launch_us or not rows or "time" not in portable:
         return
     noise: DrawnNoise | None = portable.get("drawn_noise")
-    if op in NOISE_SHAPED_LIKE and noise is None:
+    if (op in NOISE_SHAPED_LIKE if draws is None else draws) and noise is None:
         for row in rows:
             error = portable.get("drawn_noise_error", "not timed")
             row["note"] = "; ".join(filter(None, [row.get("note"), f"no ceiling: drawn noise {error}"]))
@@ -411,7 +432,7 @@ def run(
                 rows.append(row)
                 size_rows.append(row)
             if device.type != "cpu":
-                set_ceiling(op, op_class, size_rows, portable, data)
+                set_ceiling(op, op_class, size_rows, portable, data, draws_noise(op, sizes))
             naive = NAIVE_LOOPS.get(op)
             if naive is not None and device.type == "cpu":
                 kwargs = builder(device, **sizes)

@@ -91,20 +91,24 @@ def build_keyed_uniform(
     device: torch.device,
     *,
     bs: int,
-    n: int = 37,
+    vocab: int = 37,
     step: int = 0,
     domain: int = 2,
     seed: int = 0,
     with_out: bool = True,
 ) -> dict[str, Any]:
+    """``vocab`` lanes a row (the draft proposals' noise spans a vocabulary)."""
     kwargs: dict[str, Any] = {
         **sampling.keys(torch.Generator().manual_seed(seed), bs, device, step),
         "domain": domain,
+        "n": vocab,
     }
-    kwargs["n"] = n
     if with_out:
-        kwargs["out"] = torch.full((bs, n), grid.POISON_FLOAT, device=device)
+        kwargs["out"] = torch.full((bs, vocab), grid.POISON_FLOAT, device=device)
     return kwargs
+
+
+BUILDERS = {"keyed_uniform": build_keyed_uniform}
 
 
 def _golden_keyed(name: str, seeds: list[int], positions: list[int], step: int, domain: int, n: int) -> Case:
@@ -146,7 +150,7 @@ def cases() -> list[Case]:
             "keyed_uniform",
             f"keyed_uniform[bs={bs},n={n},step={step},domain={DOMAINS[domain]}]",
             "random",
-            partial(build_keyed_uniform, bs=bs, n=n, step=step, domain=domain, seed=900 + j),
+            partial(build_keyed_uniform, bs=bs, vocab=n, step=step, domain=domain, seed=900 + j),
             small=bs <= 3 and n <= 64,
             exact=True,
         )
@@ -172,8 +176,8 @@ def cases() -> list[Case]:
                  ("sample_draft_proposal", 3, SPLIT_VOCAB)]
             )
         ),
-        _invariance("keyed_uniform", "n37", build_keyed_uniform, KEYED_ROWS, True, bs=3, n=37),
-        _invariance("keyed_uniform", "n9000", build_keyed_uniform, KEYED_ROWS, False, bs=5, n=9000),
+        _invariance("keyed_uniform", "n37", build_keyed_uniform, KEYED_ROWS, True, bs=3, vocab=37),
+        _invariance("keyed_uniform", "n9000", build_keyed_uniform, KEYED_ROWS, False, bs=5, vocab=9000),
         _invariance("fast_topk", "k4", S["fast_topk"], ("values", "out"), True, bs=3, topk=4, vocab=64),
         _invariance("fast_topk", "split_k8", S["fast_topk"], ("values", "out"), False, bs=3, topk=8, vocab=SPLIT_VOCAB),
         _invariance("fast_sample", "keyed", S["fast_sample"], keyed_sample, True, bs=3, vocab=48, num_samples=2,
@@ -202,7 +206,7 @@ def cases() -> list[Case]:
 
 
 def bad_cases() -> list[BadCase]:
-    uniform = partial(build_keyed_uniform, bs=3, n=5)
+    uniform = partial(build_keyed_uniform, bs=3, vocab=5)
     sample = partial(sampling.BUILDERS["fast_sample"], bs=3, keyed=True)
     draft = partial(sampling.BUILDERS["sample_draft_proposal"], bs=3, keyed=True)
     found = [
