@@ -4,12 +4,13 @@ from ...kernels.triton.config import LaunchConfig
 from ...registry import TRITON, Capabilities, DeviceDescriptor, Intent, register_device
 from .detection import probe
 
-#: Copies: 8 KiB tiles with 4 warps (the H200 sweep in docs/performance.md); the renormalisation
-#: splits rows below 1024 of them (the H200 sweep in docs/bench/sweep-renorm-h200-6cc870c.json), and
-#: top-k's keeping launch finds tau below 1024 rows only (docs/bench/notes.md, on the finisher). The
-#: walks over the vocabulary take 32 KiB tiles with 16 warps; fast_topk, fast_sample and the tree
-#: sampling verify keep the copy tile from 512 programs on (the H200 sweeps in
-#: docs/bench/sweep-vocab-tile-h200-bda43c5.json and docs/bench/sweep-tree-tile-h200-c2f2d9d.json).
+#: Copies: 8 KiB tiles with 4 warps (from an H200 sweep); the renormalisation splits rows below 1024
+#: of them (the H200 sweep in docs/bench/history/sweep-renorm-h200-6cc870c.json), and top-k's keeping
+#: launch finds tau below 1024 rows only (docs/bench/history/notes.md, on the finisher). The walks over
+#: the vocabulary take 32 KiB tiles with 16 warps; fast_topk, fast_sample and the tree sampling verify
+#: keep the copy tile from 512 programs on (the H200 sweeps in
+#: docs/bench/history/sweep-vocab-tile-h200-bda43c5.json and
+#: docs/bench/history/sweep-tree-tile-h200-c2f2d9d.json).
 TRITON_CONFIG = LaunchConfig(
     "hopper",
     num_warps=4,

@@ -680,7 +680,7 @@ def _softmax_chunk_kernel(
 #: the vendors' row_programs): with more rows, in fewer chunks, the device gained nothing for the
 #: launch and the scratch the split adds of host time. With sampling, the race's work per lane
 #: makes one program's walk slow enough that 2 chunks a row gained too. From an H200 A/B at 128k
-#: (docs/bench/ab-split-softmax-h200-9639135.json).
+#: (docs/bench/history/ab-split-softmax-h200-9639135.json).
 _SOFTMAX_FEWEST_CHUNKS = (8, 2)
 
 
