@@ -1,11 +1,11 @@
-"""docs/performance.md as ``spec_hal.bench.report`` renders it: the newest run of each op, its
+"""docs/performance.md as ``spec_hal.bench.page`` renders it: the newest run of each op, its
 figures as the run recorded them, the targets counted per op, and the page's one figure."""
 
 from __future__ import annotations
 
 import pytest
 
-from spec_hal.bench.report import (
+from spec_hal.bench.page import (
     Run,
     _configurations,
     family_title,
