@@ -9,6 +9,7 @@ from spec_hal.bench.page import (
     Run,
     _configurations,
     family_title,
+    in_short,
     newest_runs,
     render_page,
     speedup_figure,
@@ -72,6 +73,17 @@ def test_each_op_comes_from_the_newest_run_that_measured_it():
     assert "| 2.0 | 40.0 | 20.0x |" in kv
     assert "[`h200-aaaaaaa.json`](bench/h200-aaaaaaa.json)" in page  # each run it reads is named
     assert "## kv: KV data movement" in page and "## tree: " in page
+
+
+def test_in_short_counts_the_kernels_sizes_and_ops_left_to_torch():
+    rows = _pair("move_kv_cache", 1, 30.0, 3.0) + _pair("move_kv_cache", 8, 30.0, 40.0)
+    rows += [_row("organize_draft_results", "portable", 1, 5.0, intended="portable")]
+    run = _run("docs/bench/h200-ddddddd.json", "2026-01-01", rows)
+    assert in_short(newest_runs([run])) == (
+        "In short: spec_hal serves 1 of these 2 ops with a kernel of its own, faster than torch in "
+        "device time at 1 of the 2 sizes measured (0.75x to 10.0x the portable provider); "
+        "`organize_draft_results` stays with torch."
+    )
 
 
 def test_runs_of_two_devices_are_refused():
