@@ -59,6 +59,11 @@ def newest_runs(runs: list[Run]) -> dict[str, Run]:
     return newest
 
 
+def rows_of(op: str, newest: dict[str, Run]) -> list[dict[str, Any]]:
+    """``op``'s rows in the newest run that measured it, every provider's."""
+    return [row for row in newest[op].data["rows"] if row["op"] == op]
+
+
 def families(ops: Iterable[str]) -> dict[str, list[str]]:
     """``ops`` by family (the ``spec_hal.ops`` submodule that defines each), the families and their
     ops in the order of ``spec_hal.ops.__all__``; ops it no longer exports under ``other``."""
@@ -140,13 +145,13 @@ def family_table(ops: list[str], newest: dict[str, Run]) -> list[str]:
     ]
     for op in ops:
         data = newest[op].data
-        rows = [row for row in data["rows"] if row["op"] == op]
+        rows = rows_of(op, newest)
         provider = bound_provider(rows)
         served = [row for row in rows if row["provider"] == provider]
         portable = [row for row in rows if row["provider"] == "portable"]
         batches = sorted({b for b in map(batch_of, rows) if b is not None})
-        page = _family_of(op)
-        link = f"[`{op}`](ops/{page}.md#{op})" if page != "other" else f"`{op}`"
+        family = _family_of(op)
+        link = f"[`{op}`](ops/{family}.md#{op})" if family != "other" else f"`{op}`"
         lines.append(
             " | ".join(
                 [
@@ -192,9 +197,7 @@ def target_summary(newest: dict[str, Run]) -> list[str]:
     missing: dict[str, set[str]] = {target: set() for target in asks}
     applies: dict[str, set[str]] = {target: set() for target in asks}
     for op, run in newest.items():
-        for row in run.data["rows"]:
-            if row["op"] != op or not is_bound(row):
-                continue
+        for row in filter(is_bound, rows_of(op, newest)):
             for verdict in verdicts(row, run.data):
                 tally[verdict.target][0] += verdict.met
                 tally[verdict.target][1] += 1
@@ -214,10 +217,7 @@ def target_summary(newest: dict[str, Run]) -> list[str]:
 
 def _dispatch_summary(newest: dict[str, Run]) -> str | None:
     layers = [
-        row["host_dispatch_us"]
-        for op, run in newest.items()
-        for row in run.data["rows"]
-        if row["op"] == op and "host_dispatch_us" in row
+        row["host_dispatch_us"] for op in newest for row in rows_of(op, newest) if "host_dispatch_us" in row
     ]
     if not layers:
         return None
@@ -279,7 +279,7 @@ def in_short(newest: dict[str, Run]) -> str:
     the portable provider's, which ops are left to torch, and how often the host target is met."""
     kernel_rows, left_to_torch, host = [], [], []
     for op, run in newest.items():
-        rows = [row for row in run.data["rows"] if row["op"] == op]
+        rows = rows_of(op, newest)
         provider = bound_provider(rows)
         if provider == "portable":
             left_to_torch.append(op)
@@ -377,8 +377,7 @@ def speedup_figure(runs: list[Run]) -> Any:
     for axis, (family, ops) in zip(axes.flat, grouped.items(), strict=False):
         colours = plt.get_cmap("tab20")
         for index, op in enumerate(ops):
-            data = newest[op].data
-            op_rows = [row for row in data["rows"] if row["op"] == op]
+            op_rows = rows_of(op, newest)
             provider = bound_provider(op_rows)
             if provider == "portable":  # served by torch: 1x, the portable line
                 continue
