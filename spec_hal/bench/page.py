@@ -66,7 +66,7 @@ def rows_of(op: str, newest: dict[str, Run]) -> list[dict[str, Any]]:
 
 def families(ops: Iterable[str]) -> dict[str, list[str]]:
     """``ops`` by family (the ``spec_hal.ops`` submodule that defines each), the families and their
-    ops in the order of ``spec_hal.ops.__all__``; ops it no longer exports under ``other``."""
+    ops in the order of ``spec_hal.ops.__all__``; names it does not export under ``other``."""
     from .. import ops as public_ops
 
     order = {name: index for index, name in enumerate(public_ops.__all__)}
@@ -92,7 +92,7 @@ def family_title(family: str) -> str:
     try:
         doc = importlib.import_module(f"spec_hal.ops.{family}").__doc__ or ""
     except ImportError:
-        return "ops no longer in spec_hal.ops"
+        return "rows of no `spec_hal.ops` family"
     line = doc.strip().splitlines()[0].replace("``", "`").rstrip(" .")
     return re.sub(r"^Family \w+: ", "", line)
 
