@@ -560,7 +560,7 @@ def test_the_rendered_header_says_how_the_launch_reference_was_taken():
     from spec_hal.bench.report import section
 
     with open(
-        Path(__file__).resolve().parents[1] / "docs/bench/h200-506c2e3.json", encoding="utf-8"
+        Path(__file__).resolve().parents[1] / "docs/bench/history/h200-506c2e3.json", encoding="utf-8"
     ) as handle:
         data = json.load(handle)
     samples = data["launch_host_samples_us"]

@@ -1,6 +1,6 @@
-"""Turn bench JSON into the plot and into docs/performance.md (nobody edits figures by hand).
-
-python -m spec_hal.bench.report docs/bench/cpu.json [docs/bench/h200.json ...] > docs/performance.md
+"""Bench JSON read for people: the targets and how each row stands against them, and a run's full
+tables and plot (nobody edits figures by hand). ``python -m spec_hal.bench.page`` writes
+docs/performance.md from them, and with ``--full`` a run's full tables.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import json
 import os
 import re
 import statistics
-import sys
+from dataclasses import dataclass
 from typing import Any
 
 COLUMNS = [
@@ -188,12 +188,12 @@ def section(data: dict[str, Any], source: str) -> str:
     floor = host_floor_line(data, "µs")
     if floor:
         head.append("- " + floor)
-    naive = [r for r in data["rows"] if r["provider"] == "naive-loop" and "bs=256" in r["size"]]
+    naive = [r for r in data["rows"] if r["provider"] == "naive-loop" and batch_of(r) == NAIVE_TARGET_BS]
     for row in naive:
         ratio = 1 / row["speedup_vs_portable"] if row.get("speedup_vs_portable") else None
-        verdict = "meets" if ratio and ratio >= 10 else "MISSES"
+        verdict = "meets" if ratio and ratio >= NAIVE_TARGET_X else "MISSES"
         head.append(
-            f"- {row['op']} at bs 256: portable/CPU provider is {ratio:.0f}x faster than a naive per-request loop ({verdict} the 10x target)"
+            f"- {row['op']} at bs {NAIVE_TARGET_BS}: portable/CPU provider is {ratio:.0f}x faster than a naive per-request loop ({verdict} the {NAIVE_TARGET_X:g}x target)"
             if ratio
             else f"- {row['op']}: no ratio"
         )
@@ -227,6 +227,9 @@ BANDWIDTH_TARGET_DEFAULT = 75.0
 #: Below this many bytes a "bandwidth-bound" op is latency-bound in practice: no bandwidth target.
 BANDWIDTH_BOUND_BYTES = 16 << 20
 LATENCY_TARGET_X_FLOOR = 1.5
+#: Times faster than a naive per-request loop the portable (or CPU) provider aims to be, at this batch.
+NAIVE_TARGET_X = 10.0
+NAIVE_TARGET_BS = 256
 HOST_TARGET_OVER_LAUNCH_US = 3.0
 
 
@@ -237,17 +240,16 @@ def host_allowance_us(row: dict[str, Any]) -> float:
     return HOST_TARGET_OVER_LAUNCH_US * max(1, row.get("host_launches") or 1)
 
 
-def _below_speedup_target(row: dict[str, Any]) -> bool:
-    """Whether ``row`` is a vocabulary op's non-portable row of at least
-    :data:`SPEEDUP_TARGET_MIN_BS` rows below :data:`SPEEDUP_TARGET_X` times the portable provider."""
-    batch = re.search(r"\bbs=(\d+)", row["size"])
+def _has_speedup_target(row: dict[str, Any]) -> bool:
+    """Whether the speed-up target applies to ``row``: a vocabulary op's non-portable row of at
+    least :data:`SPEEDUP_TARGET_MIN_BS` rows with a speed-up over the portable provider."""
+    batch = batch_of(row)
     return (
         row["op"] in VOCABULARY_OPS
         and row["provider"] != "portable"
         and batch is not None
-        and int(batch.group(1)) >= SPEEDUP_TARGET_MIN_BS
+        and batch >= SPEEDUP_TARGET_MIN_BS
         and row.get("speedup_vs_portable") is not None
-        and row["speedup_vs_portable"] < SPEEDUP_TARGET_X
     )
 
 
@@ -281,99 +283,104 @@ def host_floor_line(data: dict[str, Any], unit: str) -> str | None:
     )
 
 
-def missed_targets(data: dict[str, Any]) -> list[str]:
-    """One line per (op, target) missed by the bound providers of an accelerator run: every
-    non-portable provider, and the portable one where the vendor intends it."""
+@dataclass(frozen=True)
+class Verdict:
+    """How one row stands against one target: ``shown`` is its reading (``2.0x``, ``59.0%``,
+    ``+3.5 us``), ``value`` the number behind it, ``limit`` what the target allows or the most any
+    provider could reach where the run measured that (``(at most 3.9x)``, ``(allowed +3)``)."""
+
+    target: str
+    met: bool
+    value: float
+    shown: str
+    limit: str = ""
+
+
+def batch_of(row: dict[str, Any]) -> int | None:
+    """The batch of ``row``'s size (its ``bs=``), None without one."""
+    match = re.search(r"\bbs=(\d+)", row["size"])
+    return int(match.group(1)) if match else None
+
+
+def verdicts(row: dict[str, Any], data: dict[str, Any]) -> list[Verdict]:
+    """Every target that applies to ``row`` of an accelerator run (none on a run without a launch
+    floor), met or not."""
     if not data.get("launch_floor_us"):
         return []
-    lines: dict[tuple[str, str], list[str]] = {}
-    for row in data["rows"]:
-        unbound_portable = row["provider"] == "portable" and row.get("intended", "portable") != "portable"
-        if unbound_portable or row["provider"] == "naive-loop":
-            continue
-        op, size = row["op"], row["size"]
+    found = []
+    if row.get("class") == "latency":
         # Against empty kernels launched like the op's own launches where the run measured them.
         x_floor = row.get("x_grid_floor", row.get("x_floor", 0))
-        if row.get("class") == "latency" and x_floor > LATENCY_TARGET_X_FLOOR:
-            lines.setdefault((op, "latency"), []).append(f"{size}: {x_floor}x")
-        target = BANDWIDTH_TARGET.get(op, BANDWIDTH_TARGET_DEFAULT)
-        bandwidth_bound = row.get("class") == "bandwidth" and row.get("bytes", 0) >= BANDWIDTH_BOUND_BYTES
-        if bandwidth_bound and row.get("pct_copy_bw") is not None and row["pct_copy_bw"] < target:
-            bound = ""
-            if "drawn_noise_us" in row:  # the op's bytes at the copy bandwidth, of its least device time
-                at_most = 100 * row["bytes"] / (data["copy_bandwidth_gbs"] * 1e3) / row["least_device_us"]
-                bound = f" (at most {at_most:.1f}%)"
-            lines.setdefault((op, f"bandwidth >= {target:.0f}%"), []).append(
-                f"{size}: {row['pct_copy_bw']}%{bound}"
-            )
-        if _has_host_target(row) and row["host_over_launch_us"] > host_allowance_us(row):
-            lines.setdefault((op, "host"), []).append(
-                f"{size}: +{row['host_over_launch_us']} us (allowed +{host_allowance_us(row):g})"
-            )
-        if _below_speedup_target(row):
-            # The most any provider could reach in this run, where the run measured it.
-            bound = f" (at most {row['x_ceiling']}x)" if "x_ceiling" in row else ""
-            lines.setdefault((op, f"{SPEEDUP_TARGET_X:g}x portable"), []).append(
-                f"{size}: {row['speedup_vs_portable']}x{bound}"
-            )
-        if row.get("speedup_vs_portable") is not None and row["speedup_vs_portable"] < 1:
-            lines.setdefault((op, "faster than portable"), []).append(
-                f"{size}: {row['speedup_vs_portable']}x"
-            )
+        found.append(Verdict("latency", x_floor <= LATENCY_TARGET_X_FLOOR, x_floor, f"{x_floor}x"))
+    share = BANDWIDTH_TARGET.get(row["op"], BANDWIDTH_TARGET_DEFAULT)
+    bandwidth_bound = row.get("class") == "bandwidth" and row.get("bytes", 0) >= BANDWIDTH_BOUND_BYTES
+    if bandwidth_bound and row.get("pct_copy_bw") is not None:
+        limit = ""
+        if "drawn_noise_us" in row:  # the op's bytes at the copy bandwidth, of its least device time
+            at_most = 100 * row["bytes"] / (data["copy_bandwidth_gbs"] * 1e3) / row["least_device_us"]
+            limit = f" (at most {at_most:.1f}%)"
+        pct = row["pct_copy_bw"]
+        found.append(Verdict(f"bandwidth >= {share:.0f}%", pct >= share, pct, f"{pct}%", limit))
+    if _has_host_target(row):
+        over, allowed = row["host_over_launch_us"], host_allowance_us(row)
+        found.append(Verdict("host", over <= allowed, over, f"+{over} us", f" (allowed +{allowed:g})"))
+    if _has_speedup_target(row):
+        # The most any provider could reach in this run, where the run measured it.
+        speedup = row["speedup_vs_portable"]
+        limit = f" (at most {row['x_ceiling']}x)" if "x_ceiling" in row else ""
+        met = speedup >= SPEEDUP_TARGET_X
+        found.append(Verdict(f"{SPEEDUP_TARGET_X:g}x portable", met, speedup, f"{speedup}x", limit))
+    if row["provider"] != "portable" and row.get("speedup_vs_portable") is not None:
+        speedup = row["speedup_vs_portable"]
+        found.append(Verdict("faster than portable", speedup >= 1, speedup, f"{speedup}x"))
+    return found
+
+
+def is_bound(row: dict[str, Any]) -> bool:
+    """Whether the run's vendor serves ``row``'s op with ``row``'s provider: every non-portable
+    provider, and the portable one where the vendor intends it (never the naive loop)."""
+    unbound_portable = row["provider"] == "portable" and row.get("intended", "portable") != "portable"
+    return not unbound_portable and row["provider"] != "naive-loop"
+
+
+def missed_targets(data: dict[str, Any]) -> list[str]:
+    """One line per (op, target) missed by the bound providers of an accelerator run."""
+    lines: dict[tuple[str, str], list[str]] = {}
+    for row in filter(is_bound, data["rows"]):
+        for verdict in verdicts(row, data):
+            if not verdict.met:
+                lines.setdefault((row["op"], verdict.target), []).append(
+                    f"{row['size']}: {verdict.shown}{verdict.limit}"
+                )
     return [
         f"- {op}, {target}: " + "; ".join(sizes[:3]) + ("; ..." if len(sizes) > 3 else "")
         for (op, target), sizes in sorted(lines.items())
     ]
 
 
-def render(paths: list[str], notes: str | None = None, logs: list[str] | None = None) -> str:
-    options = (f"--notes {notes} " if notes else "") + "".join(f"--log {log} " for log in logs or [])
-    command = "python -m spec_hal.bench.report " + options + " ".join(paths)
-    parts = [
-        "# Performance",
-        "",
-        f"Generated by `{command} > docs/performance.md` from the JSON of `spec-hal bench --json`;",
-        "every figure is a run's measurement, and ratios are against the same run.",
-        "`time_us` is the median (CPU: wall time; accelerators: events around eager calls, so host-bound",
-        "when the op is small), `spread_us` the interquartile range, `graph_us` the device time per call",
-        "replayed from a captured graph, `x_floor` that over the empty-kernel floor (one program),",
-        "`x_grid_floor` that over empty kernels launched with the row's own grids and warps (Triton rows",
-        "of runs that record `grid_floor_us`; the latency target reads it where present), `host_us` the eager",
-        "host time per call and `host_over_launch_us` its excess over an empty Triton launch,",
-        "`host_validation_us` .. `host_launcher_us` where a Triton row's host time goes (the contract's",
-        "checks, the binding lookup, the provider's Python, the argument binding -- the launch plan's",
-        "reader and lookup since 0be3a37, Triton's binder before -- and the compiled launcher),",
-        "`speedup_vs_portable` the portable provider's time over this row's (graph time where measured),",
-        "`x_ceiling` the most any provider could reach: the portable provider's device time over the least",
-        "any provider can take in that run (an empty kernel's, plus the op's bytes at the copy bandwidth, plus",
-        "the noise a sampling op's public call draws from the caller's generator and the provider's read of",
-        "it); a missed target's 'at most' says the same of the row's speed-up or bandwidth share.",
-        "",
-    ]
-    if notes:
-        with open(notes, encoding="utf-8") as handle:
-            parts.append(handle.read())
+#: What each column of ``--full`` means.
+FULL_GLOSSARY = """\
+Every figure is a run's measurement, and ratios are against the same run.
+`time_us` is the median (CPU: wall time; accelerators: events around eager calls, so host-bound
+when the op is small), `spread_us` the interquartile range, `graph_us` the device time per call
+replayed from a captured graph, `x_floor` that over the empty-kernel floor (one program),
+`x_grid_floor` that over empty kernels launched with the row's own grids and warps (Triton rows
+of runs that record `grid_floor_us`; the latency target reads it where present), `host_us` the eager
+host time per call and `host_over_launch_us` its excess over an empty Triton launch,
+`host_validation_us` .. `host_launcher_us` where a Triton row's host time goes (the contract's
+checks, the binding lookup, the provider's Python, the argument binding and the compiled launcher),
+`speedup_vs_portable` the portable provider's time over this row's (graph time where measured),
+`x_ceiling` the most any provider could reach: the portable provider's device time over the least
+any provider can take in that run (an empty kernel's, plus the op's bytes at the copy bandwidth, plus
+the noise a sampling op's public call draws from the caller's generator and the provider's read of
+it); a missed target's 'at most' says the same of the row's speed-up or bandwidth share.
+"""
+
+
+def render_full(paths: list[str]) -> str:
+    """Every row and column of each run, run by run (what the page summarises)."""
+    parts = ["# Bench runs in full", "", FULL_GLOSSARY]
     for path in paths:
         with open(path, encoding="utf-8") as handle:
             parts.append(section(json.load(handle), path))
-    for log in logs or []:  # e.g. spec-hal demo output: included verbatim
-        with open(log, encoding="utf-8") as handle:
-            parts += [f"## Run log: `{log}`", "", "```", handle.read().rstrip(), "```", ""]
     return "\n".join(parts)
-
-
-def main(argv: list[str] | None = None) -> None:
-    import argparse
-
-    parser = argparse.ArgumentParser(
-        prog="python -m spec_hal.bench.report", description="render docs/performance.md"
-    )
-    parser.add_argument("--notes", help="a prose file (no figures) included before the tables")
-    parser.add_argument("--log", action="append", default=[], help="a run log included verbatim (repeatable)")
-    parser.add_argument("json", nargs="+", help="spec-hal bench --json outputs")
-    args = parser.parse_args(argv)
-    sys.stdout.write(render(args.json, args.notes, args.log))
-
-
-if __name__ == "__main__":
-    main()

@@ -4,13 +4,13 @@ from ...kernels.triton.config import LaunchConfig
 from ...registry import TRITON, Capabilities, DeviceDescriptor, Intent, register_device
 from .detection import probe
 
-#: Copies: 8 KiB tiles with 4 warps (the H200 sweep in docs/performance.md); the renormalisation
-#: splits rows longer than registers hold into chunks of 4 of them, whatever the batch (a row's
-#: masses must not follow the batch), and top-k's keeping launch finds tau below 1024 rows only
-#: (docs/bench/notes.md, on the finisher). The walks over the vocabulary take 32 KiB tiles with 16
-#: warps; fast_topk and fast_sample keep the copy tile from 512 programs on (the H200 sweep in
-#: docs/bench/sweep-vocab-tile-h200-bda43c5.json); the tree sampling verify keeps the vocabulary
-#: tile at any batch (its sums over V follow the tile).
+#: Copies: 8 KiB tiles with 4 warps (from an H200 sweep); the renormalisation splits rows longer
+#: than registers hold into chunks of 4 of them, whatever the batch (a row's masses must not follow
+#: the batch), and top-k's keeping launch finds tau below 1024 rows only
+#: (docs/bench/history/notes.md, on the finisher). The walks over the vocabulary take 32 KiB tiles
+#: with 16 warps; fast_topk and fast_sample keep the copy tile from 512 programs on (the H200 sweep
+#: in docs/bench/history/sweep-vocab-tile-h200-bda43c5.json); the tree sampling verify keeps the
+#: vocabulary tile at any batch (its sums over V follow the tile).
 TRITON_CONFIG = LaunchConfig(
     "hopper",
     num_warps=4,

@@ -814,7 +814,7 @@ def _softmax_chunk_kernel(
 #: Without, rows fewer than about one a multiprocessor (with the vendors' row_programs): with more
 #: rows, the device gained nothing for the launch and the scratch the split adds of host time. With
 #: sampling, the race's work per lane makes one program's walk slow enough that 2 chunks a row gained
-#: too. From an H200 A/B at 128k (docs/bench/ab-split-softmax-h200-9639135.json).
+#: too. From an H200 A/B at 128k (docs/bench/history/ab-split-softmax-h200-9639135.json).
 _SOFTMAX_FEWEST_CHUNKS = (8, 2)
 
 
