@@ -46,6 +46,11 @@ class Case:
     #: invariance cases: the arguments holding one entry per row (request) along their first
     #: dimension, which the suite takes a row alone, a slice, permuted or repeated from (D8 (b)).
     rows: tuple[str, ...] = ()
+    #: invariance cases of the tree ops: flat arguments holding D entries per request in a row
+    #: (``[bs * D]``), and arguments whose values are flat node ids ``b * D + i`` (rebased when a
+    #: request moves to another place in the batch, compared as ``i``).
+    flat_rows: tuple[str, ...] = ()
+    flat_ids: tuple[str, ...] = ()
     #: compare floats bit for bit, not within the tolerance table (keyed draws: the same bits everywhere).
     exact: bool = False
 

@@ -420,33 +420,70 @@ def invariance_batch(case: Case, device: torch.device) -> int:
     return INVARIANCE_SMALL_BATCH if case.small or device.type == "cpu" else INVARIANCE_DEVICE_BATCH
 
 
-def _take_rows(kwargs: dict[str, Any], rows: tuple[str, ...], index: torch.Tensor) -> dict[str, Any]:
-    """The arguments of the rows ``index`` (a row may repeat): row-wise tensors (or tuples of them)
-    indexed along their first dimension, every other argument as it is."""
+def _nodes_per_request(case: Case, kwargs: dict[str, Any], batch: int) -> int:
+    """D of a tree case: the entries per request of its flat arguments (1 where it has none)."""
+    flat = [t for name in case.flat_rows for _, t in tensors_in(kwargs[name])]
+    return flat[0].numel() // batch if flat and batch else 1
 
-    def take(value: Any) -> Any:
-        if isinstance(value, torch.Tensor):
-            return value.index_select(0, index.to(value.device))
+
+def _local_ids(ids: torch.Tensor, nodes: int) -> torch.Tensor:
+    """Flat node ids ``b * D + i`` of a ``[bs, ...]`` tensor as ``i`` (negative sentinels kept)."""
+    base = torch.arange(ids.shape[0], device=ids.device).view(-1, *([1] * (ids.dim() - 1))) * nodes
+    return torch.where(ids >= 0, ids - base.to(ids.dtype), ids)
+
+
+def _take_rows(case: Case, kwargs: dict[str, Any], index: torch.Tensor, batch: int) -> dict[str, Any]:
+    """The arguments of the rows (requests) ``index``, a row may repeat: row-wise tensors (or tuples
+    of them) indexed along their first dimension, flat ones by blocks of D, flat node ids rebased to
+    their request's new place; every other argument as it is."""
+    nodes = _nodes_per_request(case, kwargs, batch)
+
+    def take(name: str, value: Any) -> Any:
         if isinstance(value, (list, tuple)):
-            return type(value)(take(item) for item in value)
-        return value
+            return type(value)(take(name, item) for item in value)
+        if not isinstance(value, torch.Tensor):
+            return value
+        rows = index.to(value.device)
+        if name in case.flat_rows:
+            return value.view(batch, -1).index_select(0, rows).flatten()
+        taken = value.index_select(0, rows)
+        if name in case.flat_ids:  # i stays; the request's base moves
+            moved = torch.arange(len(rows), device=value.device) - rows
+            offset = (moved * nodes).to(taken.dtype).view(-1, *([1] * (taken.dim() - 1)))
+            taken = torch.where(taken >= 0, taken + offset, taken)
+        return taken
 
-    return {name: take(value) if name in rows else value for name, value in kwargs.items()}
+    chosen = {*case.rows, *case.flat_rows}
+    return {name: take(name, value) if name in chosen else value for name, value in kwargs.items()}
 
 
 def _batch_of(case: Case, kwargs: dict[str, Any]) -> int:
     return next(t.shape[0] for name in case.rows for _, t in tensors_in(kwargs[name]))
 
 
-def _row_problems(got: dict[str, Any], full: dict[str, Any], index: torch.Tensor, batch: int) -> list[str]:
+def _requests_view(case: Case, state: dict[str, Any], batch: int, nodes: int) -> dict[str, torch.Tensor]:
+    """Each tensor of a call's state with a request per row: flat tensors as ``[bs, D]``, flat node
+    ids as local ids; tensors of no request (their first dimension is not the batch) left out."""
+    view = {}
+    for path, tensor in tensors_in(state):
+        name = path.split("[")[0].split(".")[0]
+        if name in case.flat_rows:
+            tensor = tensor.reshape(batch, -1)
+        if tensor.dim() == 0 or tensor.shape[0] != batch:
+            continue
+        view[path] = _local_ids(tensor, nodes) if name in case.flat_ids else tensor
+    return view
+
+
+def _row_problems(
+    case: Case, got: dict[str, Any], full: dict[str, Any], index: torch.Tensor, batch: int, nodes: int
+) -> list[str]:
     """Where the rows ``index`` of a call differ, in any bit, from the same rows of the full call."""
-    whole = dict(tensors_in(full))
+    whole = _requests_view(case, full, batch, nodes)
     problems = []
-    for path, tensor in tensors_in(got):
+    for path, tensor in _requests_view(case, got, len(index), nodes).items():
         want = whole.get(path)
-        if want is None or want.dim() == 0 or want.shape[0] != batch:
-            continue  # not a row-wise tensor
-        if not bitwise_equal(tensor, want.index_select(0, index.to(want.device))):
+        if want is not None and not bitwise_equal(tensor, want.index_select(0, index.to(want.device))):
             problems.append(f"{path} differs from the same rows in the batch")
     return problems
 
@@ -463,6 +500,7 @@ def run_invariance_case(case: Case, device: torch.device, provider: str, big_bat
         batch = _batch_of(case, kwargs)
         if batch == 0:
             return "an empty batch has no rows"
+        nodes = _nodes_per_request(case, kwargs, batch)
         everything = torch.arange(batch)
         subsets = {
             "alone (first row)": everything[:1],
@@ -472,9 +510,9 @@ def run_invariance_case(case: Case, device: torch.device, provider: str, big_bat
             f"repeated into {big_batch} rows": everything.repeat(-(-big_batch // batch))[:big_batch],
         }
         for label, index in subsets.items():
-            part = _take_rows(fresh_build(case, device), case.rows, index)
+            part = _take_rows(case, fresh_build(case, device), index, batch)
             state = _checked(case, part, call(case, part))
-            problems += [f"{label}: {p}" for p in _row_problems(state, full, index, batch)]
+            problems += [f"{label}: {p}" for p in _row_problems(case, state, full, index, batch, nodes)]
     return problems
 
 

@@ -21,7 +21,7 @@ import torch
 from ...ops.sampling.keyed import DOMAINS, LANE_LIMIT, POSITION_LIMIT
 from .. import grid
 from ..case import BadCase, Case, bad_case, with_entry
-from . import renorm, sampling
+from . import renorm, sampling, tree
 
 # --------------------------------------------------------------------------------------------------
 # The loop oracle
@@ -193,6 +193,41 @@ def cases() -> list[Case]:
         _invariance("sample_draft_proposal", "keyed_wide", S["sample_draft_proposal"], keyed_draft, False, bs=3,
                     vocab=SPLIT_VOCAB, keyed=True),
     ]  # fmt: skip
+    # Per request, the verify ops: flat predicts in blocks of D, flat node ids rebased (their result
+    # is the same tensors as their outputs, compared under those names).
+    T = tree.BUILDERS
+    verify_rows = ("accept_index", "num_correct_drafts", "candidates", "retrieve_index", "retrieve_next_token",
+                   "retrieve_next_sibling", "target_predict", "uniform_samples", "uniform_samples_for_final_sampling",
+                   "target_probs", "draft_probs")  # fmt: skip
+    for op, sizes, small in (
+        ("verify_tree_greedy", {"bs": 5, "topk": 2, "num_steps": 3}, True),
+        (
+            "tree_speculative_sampling_target_only",
+            {"bs": 5, "topk": 2, "num_steps": 3, "draft_zero": False},
+            True,
+        ),
+        (
+            "tree_speculative_sampling_target_only",
+            {"bs": 3, "topk": 4, "num_steps": 3, "vocab": 32768},
+            False,
+        ),
+        ("chain_speculative_sampling", {"bs": 5, "num_steps": 3}, True),
+        ("chain_speculative_sampling", {"bs": 3, "num_steps": 4, "vocab": 32768}, False),
+    ):
+        name = ",".join(f"{k}={v}" for k, v in sizes.items() if k != "draft_zero")
+        found.append(
+            Case(
+                op,
+                f"{op}[invariance:{name}]",
+                "edge",
+                partial(T[op], **sizes),
+                small=small,
+                unchecked=frozenset({"result"}),
+                rows=verify_rows,
+                flat_rows=("predicts",),
+                flat_ids=("accept_index", "retrieve_index"),
+            )  # fmt: skip
+        )
     for op, parameter, values in (("top_k_renorm_prob", "k_values", (1, 7, 0)), ("top_p_renorm_prob", "p_values",
                                   (0.5, 0.9, 1.0))):  # fmt: skip
         name = parameter[0]
