@@ -116,3 +116,67 @@ def test_the_pytest_form_under_xdist_reports_every_check_once_and_can_leave_out_
     assert compiled  # the selection would have compile checks without the option
     expected = [check for check in planned_all if check[2] == "edge"]
     assert expected and sorted(reported) == sorted(expected)
+
+
+# --------------------------------------------------------------------------------------------------
+# Invariance checks (D8)
+
+
+def _invariance_case(op: str):
+    return next(c for c in runner.all_cases() if c.op == op and c.rows and c.small)
+
+
+def _keyed_uniform_reference(seeds, positions, step, domain, out):
+    registry.ops()["keyed_uniform"].reference(seeds, positions, step, domain, out)
+
+
+def test_the_batch_check_catches_rows_that_follow_the_batch():
+    from spec_hal.ops import keyed_uniform
+
+    def batch_sized(seeds, positions, step, domain, out):  # a last bit that follows the batch
+        _keyed_uniform_reference(seeds, positions, step, domain, out)
+        out.add_(out.shape[0] * 2.0**-24)
+
+    case = _invariance_case("keyed_uniform")
+    with isolated_registry():
+        keyed_uniform.register_impl("cpu", "batch_sized", batch_sized)
+        keyed_uniform.register_impl("cpu", "rowwise", _keyed_uniform_reference)
+        assert runner.run_invariance_case(case, CPU, "rowwise", 16) == []
+        problems = runner.run_invariance_case(case, CPU, "batch_sized", 16)
+    labels = {problem.split(":")[0] for problem in problems}
+    assert labels == {"alone (first row)", "alone (last row)", "slice", "repeated into 16 rows"}
+
+
+def test_the_run_to_run_and_replay_checks_catch_a_provider_that_draws_anew(monkeypatch):
+    """Replay is checked bitwise against eager: a provider whose output changes from call to call
+    fails it, and the run-to-run check (a replay stands in for a captured graph on the CPU)."""
+    from spec_hal import runtime
+    from spec_hal.ops import keyed_uniform
+
+    calls = [0]
+
+    def drifting(seeds, positions, step, domain, out):
+        _keyed_uniform_reference(seeds, positions, step, domain, out)
+        calls[0] += 1
+        out.add_(calls[0] * 2.0**-24)
+
+    monkeypatch.setattr(runtime, "capture_graph", lambda fn, device, generators=(): fn)
+    case = _invariance_case("keyed_uniform")
+    with isolated_registry():
+        keyed_uniform.register_impl("cpu", "drifting", drifting)
+        keyed_uniform.register_impl("cpu", "rowwise", _keyed_uniform_reference)
+        assert runner.run_replay_invariance_case(case, CPU, "rowwise") == []
+        assert runner.run_replay_invariance_case(case, CPU, "drifting")[0].startswith("replay vs eager")
+        assert runner.run_invariance_case(case, CPU, "drifting", 16)[0].startswith("run to run")
+
+
+def test_request_moves_rebase_flat_node_ids():
+    """A tree verify's requests taken out of order: flat ids follow each request to its new place."""
+    case = next(c for c in runner.all_cases() if c.op == "verify_tree_greedy" and c.rows)
+    kwargs = case.build(CPU)
+    batch, nodes = kwargs["candidates"].shape
+    index = torch.tensor([batch - 1, 0])
+    part = runner._take_rows(case, kwargs, index, batch)
+    assert torch.equal(part["retrieve_index"], torch.arange(2)[:, None] * nodes + torch.arange(nodes))
+    assert torch.equal(part["predicts"], kwargs["predicts"].view(batch, -1)[index].flatten())
+    assert torch.equal(part["retrieve_next_token"], kwargs["retrieve_next_token"][index])
