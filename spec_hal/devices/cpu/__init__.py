@@ -34,6 +34,7 @@ DESCRIPTOR = DeviceDescriptor(
         ),
         "generate_draft_decode_kv_indices": Intent("cpu", "fills only the used columns of each KV-index row"),
         "top_k_renorm_prob": Intent("cpu", "a top-k of the batch's largest k instead of a sort of every row"),
+        "keyed_uniform": Intent("cpu", "Philox in numpy's unsigned words: no 16-bit limbs"),
     },
     priority_reason="always usable: chosen when no accelerator is",
 )
