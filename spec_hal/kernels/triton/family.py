@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from . import index, keyed, kv, mamba, renorm, sampling, simulated, tree, vocab
+from . import index, keyed, kv, mamba, renorm, sampling, simulated, softmax, tree, vocab
 from .config import INTERPRETER, LaunchConfig
 
 LAUNCHERS: dict[str, Callable[..., None]] = {
@@ -22,6 +22,7 @@ LAUNCHERS: dict[str, Callable[..., None]] = {
     **tree.LAUNCHERS,
     **sampling.LAUNCHERS,
     **vocab.LAUNCHERS,
+    **softmax.LAUNCHERS,
     **renorm.LAUNCHERS,
     **simulated.LAUNCHERS,
 }

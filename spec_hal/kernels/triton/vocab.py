@@ -1,40 +1,26 @@
-"""Triton kernels of family D's passes over the vocabulary: ``fast_topk``, ``fast_sample``,
-``renorm_draft_probs`` and ``sample_draft_proposal`` (the references: ``spec_hal/ops/sampling``).
+"""Triton kernels of ``fast_topk`` and ``fast_sample`` (the references: ``spec_hal/ops/sampling``),
+and the keys, best sets and race noise that ``softmax.py``'s walks share.
 
 One program per row (programs take several rows beyond ``config.max_grid``; few long rows are split
 into chunks, below), streaming the row in blocks of the vendor's vocabulary tile
-(``config.vocab_block_bytes``; its copy tile where it sets none, and for ``fast_topk`` and
-``fast_sample`` from ``config.copy_tile_programs`` programs on).
+(``config.vocab_block_bytes``; its copy tile where it sets none, and from
+``config.copy_tile_programs`` programs on).
 
-* ``fast_topk`` / ``fast_sample``: the k largest *keys* of a row, where a key is an integer that
-  orders like the float it comes from (NaN above +inf, -0 equal to +0) and ties go to the lowest
-  index. ``fast_sample`` ranks the exponential race's scores ``float32(p) / max(E, tiny)`` (the
-  reference's IEEE division), so a provider given the same noise draws the same ids. For k = 1 each
-  lane keeps its best key (a strict comparison keeps its earliest index) and one reduction ends the
-  row. For k > 1 a register set of the k best entries is updated per block: the block's best key
-  replaces the set's worst entry while it beats it, a reduction each time, at most k per block and
-  usually none once the set has settled; the set is then written in order (its ranks from a
-  ``[k, k]`` comparison). Above ``_MAX_TOP`` (registers) the provider calls ``torch.topk``.
-  Where the rows are too few to fill the device (``config.row_programs`` programs) and long
-  (``config.split_row_lanes``), each row is split into chunks of whole tiles: a program per
-  (chunk, row) keeps its chunk's best set and stores it, and a second launch folds each row's sets
-  in chunk order (index order, as blocks come) by the same steps, then writes them. The k best of
-  a row are the k best of its chunks' best, so either way gives the same ids.
-* ``renorm_draft_probs``: a pass of running maxima and rescaled sums of ``exp`` (online softmax,
-  per block), then a pass writing ``exp(x - max) / sum``; ``x = logits / temperature`` is an IEEE
-  division, like the reference's.
-* ``sample_draft_proposal``: the same two passes; the writing pass also runs the race over the q it
-  writes (greedy rows: over q itself, without reading their noise), keeping per lane the best
-  key, its id and its q, so ``q_x`` is the written value of ``q`` at ``x``.
-
-  Where the rows are few and long enough that each would take ``_SOFTMAX_FEWEST_CHUNKS`` chunks of
-  the vocabulary tile or more (8 for ``renorm_draft_probs``; 2, as ``fast_topk``'s rule, for
-  ``sample_draft_proposal``, whose race makes one program's walk slower), the softmax splits each
-  row into chunks: a launch stores each chunk's max and sum, a second folds them (in a fixed order,
-  the same every run) and writes q over its chunk, and for sampling stores its chunk's best race
-  entry, which ``fast_topk``'s merge folds (reading ``q_x`` back from the written q). A row's sum
-  then adds in another order than the walk's: q may differ in the last bits across that boundary
-  of the batch size, and a sampled token at a near-tie with it.
+The k largest *keys* of a row, where a key is an integer that orders like the float it comes from
+(NaN above +inf, -0 equal to +0) and ties go to the lowest index. ``fast_sample`` ranks the
+exponential race's scores ``float32(p) / max(E, tiny)`` (the reference's IEEE division), so a
+provider given the same noise draws the same ids; keyed calls compute ``E = -log(u)`` from each
+row's key here (:func:`race_noise`), four lanes per Philox evaluation. For k = 1 each lane keeps its
+best key (a strict comparison keeps its earliest index) and one reduction ends the row. For k > 1 a
+register set of the k best entries is updated per block: the block's best key replaces the set's
+worst entry while it beats it, a reduction each time, at most k per block and usually none once the
+set has settled; the set is then written in order (its ranks from a ``[k, k]`` comparison). Above
+``_MAX_TOP`` (registers) the provider ranks in torch. Where the rows are too few to fill the device
+(``config.row_programs`` programs) and long (``config.split_row_lanes``), each row is split into
+chunks of whole tiles: a program per (chunk, row) keeps its chunk's best set and stores it, and a
+second launch folds each row's sets in chunk order (index order, as blocks come) by the same steps,
+then writes them. The k best of a row are the k best of its chunks' best, and keys are exact, so
+every tile and split gives the same ids.
 """
 
 from __future__ import annotations
@@ -58,8 +44,8 @@ from .sizing import walk_tile
 #: entries lives in registers, and their ranks come from a [k, k] comparison.
 _MAX_TOP = 64
 #: Exp(1) noise is clamped to this before dividing (the reference's ``clamp_min``).
-_FLOAT32_TINY = tl.constexpr(torch.finfo(torch.float32).tiny)
-_KEY32_MIN = tl.constexpr(-(2**31))
+FLOAT32_TINY = tl.constexpr(torch.finfo(torch.float32).tiny)
+KEY32_MIN = tl.constexpr(-(2**31))
 _KEY32_MAX = tl.constexpr(2**31 - 1)
 _KEY64_MIN = tl.constexpr(-(2**63))
 _KEY64_MAX = tl.constexpr(2**63 - 1)
@@ -71,7 +57,7 @@ _NO_INDEX = tl.constexpr(2**31 - 1)
 
 
 @triton.jit
-def _ordered_key(x, WIDE: tl.constexpr):
+def ordered_key(x, WIDE: tl.constexpr):
     """An integer ordering like the float ``x`` (fp32, or fp64 when ``WIDE``): negative floats have
     their magnitude bits flipped; NaN is the largest key, -0 and +0 are both 0."""
     if WIDE:
@@ -92,7 +78,7 @@ def _key_bounds(WIDE: tl.constexpr):
         lowest = tl.full((), _KEY64_MIN, tl.int64)
         highest = tl.full((), _KEY64_MAX, tl.int64)
     else:
-        lowest = tl.full((), _KEY32_MIN, tl.int32)
+        lowest = tl.full((), KEY32_MIN, tl.int32)
         highest = tl.full((), _KEY32_MAX, tl.int32)
     return lowest, highest
 
@@ -105,7 +91,7 @@ def _lane_best(best_key, best_index, keys, offsets):
 
 
 @triton.jit
-def _first_best(best_key, best_index):
+def first_best(best_key, best_index):
     """The lowest index holding the largest key, over the lanes of ``_lane_best``."""
     top = tl.max(best_key, 0)
     return tl.min(tl.where(best_key == top, best_index, _NO_INDEX), 0)
@@ -137,7 +123,7 @@ def _insert_block(keys, offsets, top_keys, top_index, valid, worst_key, worst_in
 
 
 @triton.jit
-def _race_noise(
+def race_noise(
     noise_ptr, row_offset, noise_stride, key, offsets, inside, start, KEYED: tl.constexpr, BLOCK: tl.constexpr
 ):  # fmt: skip
     """Exp(1) noise of lanes ``start + [0, BLOCK)``: loaded from the row's noise (``row_offset`` into
@@ -152,7 +138,7 @@ def _race_noise(
 
 
 @triton.jit
-def _row_key(seeds_ptr, positions_ptr, row, step, KEYED: tl.constexpr):
+def row_key(seeds_ptr, positions_ptr, row, step, KEYED: tl.constexpr):
     """The keyed draws' key of row ``row`` (contiguous ``[B]`` seeds and positions), or placeholders."""
     if KEYED:
         key = keyed_row(seeds_ptr, 1, positions_ptr, 1, row, step, 1)  # DRAFT_PROPOSAL
@@ -173,11 +159,11 @@ def _block_keys(
     inside = offsets < n
     x = tl.load(src_row + offsets.to(tl.int64) * stride_n, mask=inside, other=0)
     if RACE:
-        noise = _race_noise(noise_row, 0, noise_stride, key, offsets, inside, start, KEYED, BLOCK)
-        x = tl.div_rn(x.to(tl.float32), tl.maximum(noise, _FLOAT32_TINY))
+        noise = race_noise(noise_row, 0, noise_stride, key, offsets, inside, start, KEYED, BLOCK)
+        x = tl.div_rn(x.to(tl.float32), tl.maximum(noise, FLOAT32_TINY))
     elif not WIDE:
         x = x.to(tl.float32)
-    return offsets, tl.where(inside, _ordered_key(x, WIDE), key_min)
+    return offsets, tl.where(inside, ordered_key(x, WIDE), key_min)
 
 
 @triton.jit
@@ -200,10 +186,10 @@ def _empty_set(k, key_min, key_max, TOP: tl.constexpr):
 
 
 @triton.jit
-def _single_best(keys, ids, TOP: tl.constexpr):
+def single_best(keys, ids, TOP: tl.constexpr):
     """The best of lanes (keys, ids) as a ``[TOP]`` set (``TOP == 1``): the largest key, its lowest id."""
     top_keys = tl.zeros([TOP], keys.dtype) + tl.max(keys, 0)
-    return top_keys, tl.zeros([TOP], tl.int32) + _first_best(keys, ids)
+    return top_keys, tl.zeros([TOP], tl.int32) + first_best(keys, ids)
 
 
 @triton.jit
@@ -219,7 +205,7 @@ def _best_of_range(
     noise_row = noise_ptr
     if RACE and not KEYED:  # [B, V] noise rows: inner == 1
         noise_row = noise_ptr + row * noise_stride_o
-    key = _row_key(seeds_ptr, positions_ptr, row, step, KEYED)
+    key = row_key(seeds_ptr, positions_ptr, row, step, KEYED)
     if TOP == 1:
         best_key = tl.zeros([BLOCK], key_min.dtype) + key_min
         best_index = tl.zeros([BLOCK], tl.int32) - 1
@@ -228,7 +214,7 @@ def _best_of_range(
                 src_row, stride_n, noise_row, noise_stride, key, start, end, key_min, RACE, KEYED, WIDE, BLOCK
             )
             best_key, best_index = _lane_best(best_key, best_index, keys, offsets)
-        top_keys, top_index = _single_best(best_key, best_index, TOP)
+        top_keys, top_index = single_best(best_key, best_index, TOP)
     else:
         valid, top_keys, top_index, worst_key, worst_index = _empty_set(k, key_min, key_max, TOP)
         for start in range(begin, end, BLOCK):
@@ -340,7 +326,7 @@ def _top_merge_kernel(
             inside = chunks < num_chunks
             keys = tl.load(sets_row + chunks, mask=inside, other=key_min).to(key_min.dtype)
             ids = tl.load(sets_row + num_chunks + chunks, mask=inside, other=-1).to(tl.int32)
-            top_keys, top_index = _single_best(keys, ids, TOP)
+            top_keys, top_index = single_best(keys, ids, TOP)
         else:
             valid, top_keys, top_index, worst_key, worst_index = _empty_set(k, key_min, key_max, TOP)
             for chunk_id in range(num_chunks):
@@ -382,7 +368,7 @@ def _launch_top(
     src: torch.Tensor,
     src_rows: _Rows,
     n: int,
-    race: _Race | None,
+    race: Race | None,
     k: int,
     out_values: torch.Tensor,
     out_indices: torch.Tensor,
@@ -399,7 +385,7 @@ def _launch_top(
         config, rows, n, race is not None, keyed, src.dtype == torch.float64 and not race, top
     )
     source = (src, *src_strides)
-    noise_args = _race_args(race)
+    noise_args = race_arguments(race)
     outputs = (out_values, *out_rows[0][2], out_indices, *out_rows[1][2])
     if len(launches.launches) == 1:
         launches.launches[0](*source, *noise_args, *outputs, rows, inner, n, k)
@@ -413,10 +399,10 @@ def _launch_top(
 
 #: Fewest vocabulary blocks in a chunk of a split row: a chunk's program also keeps and stores a
 #: best set, and the merge reads one set per chunk.
-_MIN_CHUNK_BLOCKS = 2
+MIN_CHUNK_BLOCKS = 2
 
 
-class _WalkLaunches(NamedTuple):
+class WalkLaunches(NamedTuple):
     """The launches of a walk over rows (:func:`_top_launches`, :func:`_softmax_launches`): one (a
     program per row), or those of split rows (a launch per chunk and row, then the folds)."""
 
@@ -426,7 +412,7 @@ class _WalkLaunches(NamedTuple):
     num_chunks: int
 
 
-class _Race(NamedTuple):
+class Race(NamedTuple):
     """The exponential race's noise: drawn (``noise``, ``[B, V]``), or keyed (``noise`` None): each
     row's contiguous seed and position, and the step."""
 
@@ -436,16 +422,16 @@ class _Race(NamedTuple):
     step: int = 0
 
 
-def _race(
+def make_race(
     noise: torch.Tensor | None, seeds: torch.Tensor | None, positions: torch.Tensor | None, step: int
-) -> _Race:
+) -> Race:
     if noise is not None:
-        return _Race(noise)
+        return Race(noise)
     assert seeds is not None and positions is not None  # the contract passes one or the other
-    return _Race(None, seeds.contiguous(), positions.contiguous(), step)
+    return Race(None, seeds.contiguous(), positions.contiguous(), step)
 
 
-def _race_args(race: _Race | None) -> tuple[object, ...]:
+def race_arguments(race: Race | None) -> tuple[object, ...]:
     """The noise arguments of the race kernels: (noise, its two strides, seeds, positions, step)."""
     if race is None:
         return (None, 0, 0, None, None, 0)
@@ -456,7 +442,7 @@ def _race_args(race: _Race | None) -> tuple[object, ...]:
 @functools.lru_cache(maxsize=1024)
 def _top_launches(
     config: LaunchConfig, rows: int, n: int, race: bool, keyed: bool, wide: bool, top: int
-) -> _WalkLaunches:
+) -> WalkLaunches:
     """A program per row walking it whole, where the rows fill the device (``config.row_programs``
     programs) or are shorter than ``config.split_row_lanes``; else each row split into chunks of
     whole blocks, one program per (chunk, row) storing its chunk's best set, and a launch merging
@@ -478,12 +464,12 @@ def _top_launches(
         "num_warps": num_warps,
     }
     if num_chunks == 1:
-        return _WalkLaunches((_top_kernel.at((grid_rows,), **constexprs),), n, 1)
+        return WalkLaunches((_top_kernel.at((grid_rows,), **constexprs),), n, 1)
     split = _top_chunk_kernel.at((num_chunks, grid_rows), **constexprs)
-    return _WalkLaunches((split, _merge_launch(grid_rows, wide, top, num_chunks)), chunk, num_chunks)
+    return WalkLaunches((split, merge_launch(grid_rows, wide, top, num_chunks)), chunk, num_chunks)
 
 
-def _merge_launch(grid_rows: int, wide: bool, top: int, num_chunks: int) -> Launch:
+def merge_launch(grid_rows: int, wide: bool, top: int, num_chunks: int) -> Launch:
     """The launch of :func:`_top_merge_kernel` folding each row's ``num_chunks`` sets, a warp a row."""
     return _top_merge_kernel.at(
         (grid_rows,), WIDE=wide, TOP=top, CHUNKS=next_power_of_2(num_chunks), num_warps=1
@@ -493,7 +479,7 @@ def _merge_launch(grid_rows: int, wide: bool, top: int, num_chunks: int) -> Laun
 def _walk_chunks(config: LaunchConfig, rows: int, n: int, block: int, fewest: int = 2) -> tuple[int, int]:
     """(lanes of a chunk, chunks per row) of a split walk in blocks of ``block`` lanes, at least
     ``fewest`` chunks a row (``(n, 1)``: rows whole)."""
-    chunks_per_row = min(cdiv(config.row_programs, rows), n // (_MIN_CHUNK_BLOCKS * block))
+    chunks_per_row = min(cdiv(config.row_programs, rows), n // (MIN_CHUNK_BLOCKS * block))
     if chunks_per_row < fewest or n < config.split_row_lanes:
         return n, 1
     chunk = cdiv(cdiv(n, chunks_per_row), block) * block
@@ -557,7 +543,7 @@ def _fast_sample(
         probs,
         rows[0],
         probs.shape[1],
-        _race(exp_noise, seeds, positions, step),
+        make_race(exp_noise, seeds, positions, step),
         num_samples,
         out_probs,
         out_indices,
@@ -566,370 +552,9 @@ def _fast_sample(
 
 
 # --------------------------------------------------------------------------------------------------
-# Softmax over the vocabulary (and the race over it)
-
-
-@triton.jit
-def _scaled_logits(logits_row, stride_v, start, vocab, temperature, HAS_TEMPERATURES: tl.constexpr,
-                   BLOCK: tl.constexpr):  # fmt: skip
-    """(indices, in range, fp32 logits / temperature) of lanes ``start + [0, BLOCK)``; -inf past V."""
-    offsets = start + tl.arange(0, BLOCK)
-    inside = offsets < vocab
-    x = tl.load(logits_row + offsets.to(tl.int64) * stride_v, mask=inside, other=float("-inf")).to(tl.float32)
-    if HAS_TEMPERATURES:
-        x = tl.div_rn(x, temperature)
-    return offsets, inside, x
-
-
-@triton.jit
-def _online_softmax(logits_row, stride_v, begin, end, temperature, HAS_TEMPERATURES: tl.constexpr,
-                    BLOCK: tl.constexpr):  # fmt: skip
-    """(max, sum of ``exp(x - max)``) over lanes ``[begin, end)`` of a row of ``x = logits /
-    temperature``: running maxima and rescaled sums, a block at a time (the max is -inf and the sum
-    0 where every x is -inf)."""
-    running_max = tl.full((), float("-inf"), tl.float32)
-    running_sum = tl.zeros((), tl.float32)
-    for start in range(begin, end, BLOCK):
-        _, _, x = _scaled_logits(logits_row, stride_v, start, end, temperature, HAS_TEMPERATURES, BLOCK)
-        new_max = tl.maximum(running_max, tl.max(x, 0))
-        # Exponents relative to 0 while every logit so far is -inf (exp(-inf - -inf) is NaN).
-        shift = tl.where(new_max == float("-inf"), 0.0, new_max)
-        running_sum = running_sum * tl.exp(running_max - shift) + tl.sum(tl.exp(x - shift), 0)
-        running_max = new_max
-    return running_max, running_sum
-
-
-@triton.jit
-def _fold_chunk_stats(maxima, sums, num_chunks, CHUNKS: tl.constexpr):
-    """The row's (max, sum of ``exp(x - max)``) from its chunks' (``[CHUNKS]`` vectors, entries past
-    ``num_chunks`` -inf and 0): the sums rescaled and added one chunk at a time, in chunk order, so
-    that the walk of a whole row and a split row's fold add the same numbers in the same order."""
-    row_max = tl.max(maxima, 0)
-    shift = tl.where(row_max == float("-inf"), 0.0, row_max)
-    chunks = tl.arange(0, CHUNKS)
-    row_sum = tl.zeros((), tl.float32)
-    for chunk_id in range(num_chunks):
-        at = chunks == chunk_id  # one entry each: the sums read it exactly
-        chunk_max = tl.sum(tl.where(at, maxima, 0.0), 0)
-        row_sum += tl.sum(tl.where(at, sums, 0.0), 0) * tl.exp(chunk_max - shift)
-    return shift, row_sum
-
-
-@triton.jit
-def _row_softmax_stats(
-    logits_row, stride_v, vocab, chunk, num_chunks, temperature, HAS_TEMPERATURES: tl.constexpr,
-    CHUNKS: tl.constexpr, BLOCK: tl.constexpr,
-):  # fmt: skip
-    """(shift, sum of ``exp(x - shift)``) of a whole row, computed as a split row's are: each chunk's
-    online softmax, then :func:`_fold_chunk_stats`. The chunks are a function of the vocabulary (never
-    of the batch), so a row gets the same bits whether its walk is split or not."""
-    if CHUNKS == 1:
-        row_max, row_sum = _online_softmax(
-            logits_row, stride_v, 0, vocab, temperature, HAS_TEMPERATURES, BLOCK
-        )
-        shift = tl.where(row_max == float("-inf"), 0.0, row_max)
-    else:
-        chunks = tl.arange(0, CHUNKS)
-        maxima = tl.full([CHUNKS], float("-inf"), tl.float32)
-        sums = tl.zeros([CHUNKS], tl.float32)
-        for chunk_id in range(num_chunks):
-            begin, end = chunk_lanes(chunk_id, chunk, vocab)
-            chunk_max, chunk_sum = _online_softmax(
-                logits_row, stride_v, begin, end, temperature, HAS_TEMPERATURES, BLOCK
-            )
-            maxima = tl.where(chunks == chunk_id, chunk_max, maxima)
-            sums = tl.where(chunks == chunk_id, chunk_sum, sums)
-        shift, row_sum = _fold_chunk_stats(maxima, sums, num_chunks, CHUNKS)
-    return shift, row_sum
-
-
-@triton.jit
-def _row_temperature(temperatures_ptr, temperatures_stride, row, HAS_TEMPERATURES: tl.constexpr):
-    """The row's temperature (1.0 without temperatures)."""
-    temperature = 1.0
-    if HAS_TEMPERATURES:
-        temperature = tl.load(temperatures_ptr + row * temperatures_stride)
-    return temperature
-
-
-@triton.jit
-def _write_softmax_range(
-    logits_row, logits_stride_v, begin, end, temperature, shift, inverse, q_row, q_stride_v, greedy, noise_ptr,
-    noise_stride_b, noise_stride_v, seeds_ptr, positions_ptr, step, row, HAS_TEMPERATURES: tl.constexpr,
-    SAMPLE: tl.constexpr, KEYED: tl.constexpr, BLOCK: tl.constexpr,
-):  # fmt: skip
-    """``q = exp(x - shift) * inverse`` written over lanes ``[begin, end)``; ``SAMPLE``: per lane the
-    best race key there (``greedy``: of q itself, without reading row ``row`` of the noise), its
-    index and its q. ``KEYED``: the noise is the row's keyed draws, computed here."""
-    key = _row_key(seeds_ptr, positions_ptr, row, step, KEYED)
-    best_key = tl.zeros([BLOCK], tl.int32) + _KEY32_MIN
-    best_index = tl.zeros([BLOCK], tl.int32) - 1
-    best_q = tl.zeros([BLOCK], tl.float32)
-    for start in range(begin, end, BLOCK):
-        offsets, inside, x = _scaled_logits(
-            logits_row, logits_stride_v, start, end, temperature, HAS_TEMPERATURES, BLOCK
-        )
-        q = tl.exp(x - shift) * inverse
-        tl.store(q_row + offsets.to(tl.int64) * q_stride_v, q, mask=inside)
-        if SAMPLE:
-            noise = _race_noise(
-                noise_ptr,
-                row * noise_stride_b,
-                noise_stride_v,
-                key,
-                offsets,
-                inside & ~greedy,
-                start,
-                KEYED,
-                BLOCK,
-            )
-            score = tl.where(greedy, q, tl.div_rn(q, tl.maximum(noise, _FLOAT32_TINY)))
-            keys = tl.where(inside, _ordered_key(score, False), _KEY32_MIN)
-            better = keys > best_key  # as _lane_best, carrying q along
-            best_key = tl.where(better, keys, best_key)
-            best_index = tl.where(better, offsets, best_index)
-            best_q = tl.where(better, q, best_q)
-    return best_key, best_index, best_q
-
-
-@triton.jit
-def _row_greedy(top_ks_ptr, top_ks_stride, row, HAS_TOP_KS: tl.constexpr):
-    """Whether the row samples greedily (``top_ks <= 1``)."""
-    greedy = tl.zeros((), tl.int1)
-    if HAS_TOP_KS:
-        greedy = tl.load(top_ks_ptr + row * top_ks_stride) <= 1
-    return greedy
-
-
-@kernel
-@triton.jit
-def _softmax_kernel(
-    logits_ptr, logits_stride_b, logits_stride_v,
-    temperatures_ptr, temperatures_stride,
-    top_ks_ptr, top_ks_stride,
-    noise_ptr, noise_stride_b, noise_stride_v, seeds_ptr, positions_ptr, step,
-    q_ptr, q_stride_b, q_stride_v,
-    q_x_ptr, q_x_stride, x_ptr, x_stride,
-    batch, vocab, chunk, num_chunks,
-    HAS_TEMPERATURES: tl.constexpr, SAMPLE: tl.constexpr, KEYED: tl.constexpr, HAS_TOP_KS: tl.constexpr,
-    CHUNKS: tl.constexpr, BLOCK: tl.constexpr,
-):  # fmt: skip
-    """``q = softmax(logits / temperatures)`` per row (its sum over ``num_chunks`` chunks of ``chunk``
-    lanes, as split rows sum it); ``SAMPLE``: also ``x`` (the race over q, or argmax q where
-    ``top_ks <= 1``) and ``q_x = q[x]``."""
-    for row in range(tl.program_id(0), batch, tl.num_programs(0)):
-        row64 = tl.zeros((), tl.int64) + row
-        logits_row = logits_ptr + row64 * logits_stride_b
-        temperature = _row_temperature(temperatures_ptr, temperatures_stride, row64, HAS_TEMPERATURES)
-        shift, row_sum = _row_softmax_stats(
-            logits_row,
-            logits_stride_v,
-            vocab,
-            chunk,
-            num_chunks,
-            temperature,
-            HAS_TEMPERATURES,
-            CHUNKS,
-            BLOCK,
-        )
-        best_key, best_index, best_q = _write_softmax_range(
-            logits_row, logits_stride_v, 0, vocab, temperature, shift, 1.0 / row_sum, q_ptr + row64 * q_stride_b,
-            q_stride_v, _row_greedy(top_ks_ptr, top_ks_stride, row64, HAS_TOP_KS), noise_ptr, noise_stride_b,
-            noise_stride_v, seeds_ptr, positions_ptr, step, row64, HAS_TEMPERATURES, SAMPLE, KEYED, BLOCK,
-        )  # fmt: skip
-        if SAMPLE:
-            token = _first_best(best_key, best_index)
-            # The lane holding the token (lane ids are the indices modulo BLOCK) kept its q.
-            tl.store(q_x_ptr + row64 * q_x_stride, tl.sum(tl.where(best_index == token, best_q, 0.0), 0))
-            tl.store(x_ptr + row64 * x_stride, token.to(tl.int64))
-
-
-@kernel
-@triton.jit
-def _softmax_stats_kernel(
-    logits_ptr, logits_stride_b, logits_stride_v,
-    temperatures_ptr, temperatures_stride,
-    scratch_ptr, scratch_stride, stats_column, batch, vocab, chunk,
-    HAS_TEMPERATURES: tl.constexpr, BLOCK: tl.constexpr,
-):  # fmt: skip
-    """Split rows, first launch: program (c, r) stores the max and the sum of exp (relative to it) of
-    chunk c of rows r, r + grid, ... in the row's int32 scratch from ``stats_column`` on (the maxima
-    of its chunks, then the sums, as float32 bits)."""
-    chunk_id = tl.program_id(0)
-    begin, end = chunk_lanes(chunk_id, chunk, vocab)
-    for row in range(tl.program_id(1), batch, tl.num_programs(1)):
-        row64 = tl.zeros((), tl.int64) + row
-        temperature = _row_temperature(temperatures_ptr, temperatures_stride, row64, HAS_TEMPERATURES)
-        chunk_max, chunk_sum = _online_softmax(
-            logits_ptr + row64 * logits_stride_b, logits_stride_v, begin, end, temperature, HAS_TEMPERATURES, BLOCK
-        )  # fmt: skip
-        stats_row = scratch_ptr + row64 * scratch_stride + stats_column + chunk_id
-        tl.store(stats_row, chunk_max.to(tl.int32, bitcast=True))
-        tl.store(stats_row + tl.num_programs(0), chunk_sum.to(tl.int32, bitcast=True))
-
-
-@kernel
-@triton.jit
-def _softmax_chunk_kernel(
-    logits_ptr, logits_stride_b, logits_stride_v,
-    temperatures_ptr, temperatures_stride,
-    top_ks_ptr, top_ks_stride,
-    noise_ptr, noise_stride_b, noise_stride_v, seeds_ptr, positions_ptr, step,
-    q_ptr, q_stride_b, q_stride_v,
-    scratch_ptr, scratch_stride, stats_column, batch, vocab, chunk,
-    HAS_TEMPERATURES: tl.constexpr, SAMPLE: tl.constexpr, KEYED: tl.constexpr, HAS_TOP_KS: tl.constexpr,
-    CHUNKS: tl.constexpr, BLOCK: tl.constexpr,
-):  # fmt: skip
-    """Split rows, second launch: program (c, r) folds the row's chunk stats (:func:`_fold_chunk_stats`,
-    as the walk of a whole row does) into its max and sum, and writes q over chunk c; ``SAMPLE``: stores
-    the chunk's best race key and its index at the start of the row's scratch (``[2, chunks]``: the
-    sets of :func:`_top_merge_kernel`, one entry a chunk)."""
-    chunk_id = tl.program_id(0)
-    num_chunks = tl.num_programs(0)
-    begin, end = chunk_lanes(chunk_id, chunk, vocab)
-    chunks = tl.arange(0, CHUNKS)
-    for row in range(tl.program_id(1), batch, tl.num_programs(1)):
-        row64 = tl.zeros((), tl.int64) + row
-        scratch_row = scratch_ptr + row64 * scratch_stride
-        stats = scratch_row + stats_column + chunks
-        in_row = chunks < num_chunks
-        maxima = tl.load(stats, mask=in_row, other=0).to(tl.float32, bitcast=True)
-        maxima = tl.where(in_row, maxima, float("-inf"))
-        sums = tl.load(stats + num_chunks, mask=in_row, other=0).to(tl.float32, bitcast=True)
-        shift, row_sum = _fold_chunk_stats(maxima, sums, num_chunks, CHUNKS)
-        best_key, best_index, _ = _write_softmax_range(
-            logits_ptr + row64 * logits_stride_b, logits_stride_v, begin, end,
-            _row_temperature(temperatures_ptr, temperatures_stride, row64, HAS_TEMPERATURES), shift, 1.0 / row_sum,
-            q_ptr + row64 * q_stride_b, q_stride_v, _row_greedy(top_ks_ptr, top_ks_stride, row64, HAS_TOP_KS),
-            noise_ptr, noise_stride_b, noise_stride_v, seeds_ptr, positions_ptr, step, row64, HAS_TEMPERATURES,
-            SAMPLE, KEYED, BLOCK,
-        )  # fmt: skip
-        if SAMPLE:
-            best_keys, best_ids = _single_best(best_key, best_index, 1)
-            tl.store(scratch_row + chunk_id + tl.arange(0, 1), best_keys)
-            tl.store(scratch_row + num_chunks + chunk_id + tl.arange(0, 1), best_ids)
-
-
-#: The softmax splits rows only where each takes this many chunks or more, without and with sampling.
-#: Without, rows fewer than about one a multiprocessor (with the vendors' row_programs): with more
-#: rows, the device gained nothing for the launch and the scratch the split adds of host time. With
-#: sampling, the race's work per lane makes one program's walk slow enough that 2 chunks a row gained
-#: too. From an H200 A/B at 128k (docs/bench/history/ab-split-softmax-h200-9639135.json).
-_SOFTMAX_FEWEST_CHUNKS = (8, 2)
-
-
-def _softmax_chunks(config: LaunchConfig, vocab: int, block: int) -> tuple[int, int]:
-    """(lanes, count) of the chunks over which a row's softmax sum is taken: rows shorter than
-    ``config.split_row_lanes`` in one, longer ones in chunks of ``_MIN_CHUNK_BLOCKS`` tiles. A
-    function of the row's length alone: whether a launch splits the rows (which depends on the batch)
-    changes who sums a chunk, never the sum."""
-    chunk = _MIN_CHUNK_BLOCKS * block
-    if vocab < config.split_row_lanes or vocab < 2 * chunk:
-        return vocab, 1
-    return chunk, cdiv(vocab, chunk)
-
-
-@functools.lru_cache(maxsize=1024)
-def _softmax_launches(
-    config: LaunchConfig,
-    rows: int,
-    vocab: int,
-    has_temperatures: bool,
-    sample: bool,
-    has_top_ks: bool,
-    keyed: bool,
-) -> _WalkLaunches:
-    """A program per row walking it twice in the vocabulary tile; where few long rows would leave the
-    device idle (fewer than ``_SOFTMAX_FEWEST_CHUNKS`` programs per row in ``config.row_programs``),
-    each row in its chunks (:func:`_softmax_chunks`): a launch storing each chunk's max and sum, one
-    folding those and writing q (and each chunk's best race entry), and for sampling the merge of
-    ``fast_sample``'s split, which reads ``q[x]`` from the written q."""
-    block, num_warps = walk_tile(config, vocab)
-    chunk, num_chunks = _softmax_chunks(config, vocab, block)
-    fewest = _SOFTMAX_FEWEST_CHUNKS[sample]
-    flags = {"HAS_TEMPERATURES": has_temperatures, "BLOCK": block, "num_warps": num_warps}
-    grid_rows = min(rows, config.max_grid)
-    race = {"SAMPLE": sample, "KEYED": keyed, "HAS_TOP_KS": has_top_ks, "CHUNKS": next_power_of_2(num_chunks)}
-    if vocab // chunk < fewest or cdiv(config.row_programs, rows) < fewest:
-        return _WalkLaunches((_softmax_kernel.at((grid_rows,), **race, **flags),), chunk, num_chunks)
-    stats = _softmax_stats_kernel.at((num_chunks, grid_rows), **flags)
-    chunks = _softmax_chunk_kernel.at((num_chunks, grid_rows), **race, **flags)
-    merge = _merge_launch(grid_rows, False, 1, num_chunks)
-    return _WalkLaunches((stats, chunks, merge) if sample else (stats, chunks), chunk, num_chunks)
-
-
-def _launch_softmax(
-    config: LaunchConfig,
-    logits: torch.Tensor,
-    temperatures: torch.Tensor | None,
-    q: torch.Tensor,
-    sample: tuple[torch.Tensor | None, _Race, torch.Tensor, torch.Tensor] | None = None,
-) -> None:
-    """``sample``: (top_ks, the race's noise, q_x, x) of ``sample_draft_proposal``."""
-    batch, vocab = logits.shape
-    if batch == 0:
-        return
-    top_ks, race, q_x, x = sample if sample is not None else (None, None, None, None)
-    keyed = race is not None and race.noise is None
-    launches, chunk, num_chunks = _softmax_launches(
-        config, batch, vocab, temperatures is not None, sample is not None, top_ks is not None, keyed
-    )
-    source = (
-        logits, *logits.stride(), temperatures, 0 if temperatures is None else temperatures.stride()[0],
-    )  # fmt: skip
-    race_args = (top_ks, 0 if top_ks is None else top_ks.stride()[0], *_race_args(race))
-    if len(launches) == 1:
-        launches[0](
-            *source, *race_args, q, *q.stride(), q_x, 0 if q_x is None else q_x.stride()[0], x,
-            0 if x is None else x.stride()[0], batch, vocab, chunk, num_chunks,
-        )  # fmt: skip
-        return
-    # One int32 scratch a row: for sampling, the chunks' race entries in columns [0, 2 * chunks)
-    # (their keys, then their ids: the merge's sets), then the chunks' stats in the next 2 * chunks
-    # (their maxima, then their sums, as float32 bits).
-    stats_column = 2 * num_chunks if sample is not None else 0
-    columns = stats_column + 2 * num_chunks
-    scratch = torch.empty(batch, columns, dtype=torch.int32, device=logits.device)
-    launches[0](*source, scratch, columns, stats_column, batch, vocab, chunk)
-    launches[1](*source, *race_args, q, *q.stride(), scratch, columns, stats_column, batch, vocab, chunk)
-    if sample is not None:
-        assert q_x is not None and x is not None
-        # q read back at x: [B, V] rows (inner 1); q_x and x as [B, 1].
-        launches[2](
-            q, q.stride()[0], 0, q.stride()[1], q_x, q_x.stride()[0], 0, 0, x, x.stride()[0], 0, 0,
-            scratch, columns, batch, 1, num_chunks, 1,
-        )  # fmt: skip
-
-
-def _renorm_draft_probs(
-    config: LaunchConfig, logits: torch.Tensor, temperatures: torch.Tensor | None, probs: torch.Tensor
-) -> None:
-    _launch_softmax(config, logits, temperatures, probs)
-
-
-def _sample_draft_proposal(
-    config: LaunchConfig,
-    logits: torch.Tensor,
-    temperatures: torch.Tensor,
-    top_ks: torch.Tensor | None,
-    exp_noise: torch.Tensor | None,
-    seeds: torch.Tensor | None,
-    positions: torch.Tensor | None,
-    step: int,
-    out_q: torch.Tensor,
-    out_q_x: torch.Tensor,
-    out_x: torch.Tensor,
-) -> None:
-    race = _race(exp_noise, seeds, positions, step)
-    _launch_softmax(config, logits, temperatures, out_q, (top_ks, race, out_q_x, out_x))
-
-
-# --------------------------------------------------------------------------------------------------
 
 #: The family's launchers of this module: op name -> launcher(config, *provider arguments).
 LAUNCHERS: dict[str, Callable[..., None]] = {
     "fast_topk": _fast_topk,
     "fast_sample": _fast_sample,
-    "renorm_draft_probs": _renorm_draft_probs,
-    "sample_draft_proposal": _sample_draft_proposal,
 }
