@@ -28,6 +28,7 @@ from torch import Tensor
 
 from ..opdef import OpDef, define_op, is_compiling
 from ..validation import (
+    check_distinct_elements,
     check_index,
     check_output,
     check_tensor,
@@ -79,10 +80,7 @@ def _checked_out(
     if per_row is not None and _bytes_intersect(per_row, out):
         raise ValueError(f"{name}: expected a tensor that does not overlap out")
     # Before the in-place return: probs expanded and passed as out too would have its rows race.
-    if torch._debug_has_internal_overlap(out) == 1:  # 1: overlap certain (2: not decided)
-        raise ValueError(
-            f"out: expected a tensor whose elements do not share memory (strides {out.stride()})"
-        )
+    check_distinct_elements("out", out)
     if out is probs:
         return out
     same = out.data_ptr() == probs.data_ptr() and out.stride() == probs.stride()
