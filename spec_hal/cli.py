@@ -59,6 +59,7 @@ def info_data(device_name: str | None = None) -> dict[str, Any]:
     detection = registry.detect()
     descriptor = registry.device(device_name) if device_name else detection.device
     probes = {p.vendor: p.to_json() for p in detection.probes}
+    ops = _binding_rows(descriptor)  # loads the vendor's bindings: first, for their failure below
     return {
         "schema_version": SCHEMA_VERSION,
         "device": {
@@ -75,9 +76,10 @@ def info_data(device_name: str | None = None) -> dict[str, Any]:
             "capabilities": vars(descriptor.capabilities) | {},
             "notes": list(descriptor.notes),
             "proven": _proven(descriptor.name),
+            "bindings_failed": registry.binding_failures().get(descriptor.name),
         },
         "probes": [p.to_json() | {"priority": registry.device(p.vendor).priority} for p in detection.probes],
-        "ops": _binding_rows(descriptor),
+        "ops": ops,
         "plugins": [r.to_json() for r in plugins.reports()],
         "versions": versions(__version__),
     }
@@ -127,6 +129,8 @@ def _print_info(data: dict[str, Any]) -> None:
     for note in dev["notes"]:
         print(f"  note: {note}")
     print(f"  proven: {dev['proven']}")
+    if dev["bindings_failed"]:
+        print(f"  BINDINGS FAILED: {dev['bindings_failed']} (its providers are not registered)")
     print("\nprobes (detection order):")
     for probe in data["probes"]:
         mark = "usable" if probe["usable"] else "no"

@@ -414,3 +414,23 @@ def test_info_says_what_is_proven_per_vendor_and_never_more():
     assert "compiled ahead of time for gfx90a, gfx942, gfx950" in hip and "hardware" not in hip
     assert info_data("npu")["device"]["proven"] == "emulated: portable providers on CPU tensors"
     assert info_data("cuda")["device"]["proven"].startswith("hardware: H200")
+
+
+def test_info_shows_a_vendor_whose_bindings_failed(capsys):
+    from fake_devices import device
+
+    from spec_hal import cli, registry
+    from spec_hal.registry import DeviceDescriptor, Intent
+    from spec_hal.testing import isolated_registry
+
+    broken = device("broken", default=Intent("kernel", "vendor kernel"))
+    with isolated_registry():
+        registry.register_device(
+            DeviceDescriptor(**{**vars(broken), "bindings": "spec_hal_missing_vendor:register"})
+        )
+        data = cli.info_data("broken")
+        cli._print_info(data)
+    failure = "bindings spec_hal_missing_vendor:register raised ModuleNotFoundError"
+    assert data["device"]["bindings_failed"].startswith(failure)
+    assert all(failure in row["fallback"] for row in data["ops"])
+    assert f"BINDINGS FAILED: {failure}" in capsys.readouterr().out
