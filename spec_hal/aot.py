@@ -705,8 +705,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from .reporting import end_status_line, status_line
+    from .reporting import end_status_line, status_line, unwritable_reason
 
+    unwritable = unwritable_reason(args.json)
+    if unwritable is not None:  # said before compiling, not after
+        raise SpecHalError(f"--json {args.json}: {unwritable}")
     try:
         report = run(
             args.vendor,

@@ -21,7 +21,14 @@ from typing import Any
 
 from . import __version__, config, plugins, registry
 from .errors import SpecHalError
-from .reporting import bench_progress, check_progress, end_status_line, git_commit, versions
+from .reporting import (
+    bench_progress,
+    check_progress,
+    end_status_line,
+    git_commit,
+    unwritable_reason,
+    versions,
+)
 
 #: Version of the layout of ``spec-hal info --json`` (and of ``bench --sweep --json``): raised when
 #: a key changes meaning or goes away.
@@ -186,6 +193,14 @@ def _usable(name: str | None, emulated: bool = False) -> registry.DeviceDescript
     return descriptor
 
 
+def check_writable(flag: str, path: str | None) -> None:
+    """Refuse an output path the command could not write, before it runs: a report lost after a
+    long run, with a traceback, is worse than a usage error."""
+    why = unwritable_reason(path)
+    if why is not None:
+        raise SpecHalError(f"{flag} {path}: {why}")
+
+
 def _cmd_info(args: argparse.Namespace) -> int:
     if args.matrix:
         print(vendor_matrix())
@@ -205,6 +220,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
     from .conformance.runner import Selection, report, run_suite, unavailable_providers
 
+    check_writable("--report", args.report)
     descriptor = _usable(args.device, args.emulate)
     ops = _selected_ops(args.ops)
     missing = unavailable_providers(descriptor, ops)
@@ -236,6 +252,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
 def _cmd_bench(args: argparse.Namespace) -> int:
     from . import bench
 
+    check_writable("--json", args.json)
+    check_writable("--plot", args.plot)
     selected = _selected_ops(args.ops)
     ops = set(selected) if selected is not None else None
     if args.sweep:

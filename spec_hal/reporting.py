@@ -152,3 +152,18 @@ __all__ = [
     "status_line",
     "versions",
 ]
+
+
+def unwritable_reason(path: str | None) -> str | None:
+    """Why a file could not be written at ``path`` (None: it could, or no path was given), found
+    without creating or truncating anything."""
+    if path is None:
+        return None
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        return "is a directory, expected a file name"
+    if not os.path.isdir(folder):
+        return f"the directory {folder} does not exist"
+    if not os.access(path if os.path.exists(path) else folder, os.W_OK):
+        return "not writable here"
+    return None

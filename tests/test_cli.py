@@ -434,3 +434,22 @@ def test_info_shows_a_vendor_whose_bindings_failed(capsys):
     assert data["device"]["bindings_failed"].startswith(failure)
     assert all(failure in row["fallback"] for row in data["ops"])
     assert f"BINDINGS FAILED: {failure}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["check", "--report", "{missing}/r.json"],
+        ["bench", "--json", "{missing}/r.json"],
+        ["bench", "--plot", "{missing}/p.png"],
+        ["bench", "--sweep", "--json", "{missing}/r.json"],
+        ["compile", "--json", "{missing}/c.json"],
+        ["bench", "--json", "{folder}"],
+    ],
+)
+def test_an_unwritable_output_path_is_refused_before_the_run(args, tmp_path):
+    argv = [a.format(missing=tmp_path / "missing" / "dir", folder=tmp_path) for a in args]
+    line = one_line_error(spec_hal(*argv))
+    assert f"{args[-2]} {argv[-1]}: " in line
+    assert ("does not exist" if "missing" in args[-1] else "is a directory") in line
+    assert list(tmp_path.iterdir()) == []  # nothing created
