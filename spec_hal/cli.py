@@ -221,6 +221,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
     from .conformance.runner import Selection, report, run_suite, unavailable_providers
 
     check_writable("--report", args.report)
+    inductor_ops = _selected_ops(args.inductor_ops, "--inductor-ops") or frozenset()
+    _check_compile_backend(args.compile_backend)
     descriptor = _usable(args.device, args.emulate)
     ops = _selected_ops(args.ops)
     missing = unavailable_providers(descriptor, ops)
@@ -234,7 +236,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
         small_only=args.small,
         compile=not args.no_compile,
         compile_backend=args.compile_backend,
-        inductor_ops=frozenset(args.inductor_ops.split(",")) if args.inductor_ops else frozenset(),
+        inductor_ops=inductor_ops,
         emulated=args.emulate,
     )
     started = time.time()
@@ -355,15 +357,27 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return int(demo.main(args))
 
 
-def _selected_ops(text: str | None) -> frozenset[str] | None:
+def _selected_ops(text: str | None, flag: str = "--ops") -> frozenset[str] | None:
     """``--ops a,b``: public op names (None: all); an unknown name is an error, not an empty run."""
     if not text:
         return None
     names = frozenset(name.strip() for name in text.split(",") if name.strip())
     unknown = sorted(names - set(importlib.import_module("spec_hal.ops").__all__))
     if unknown:
-        raise SpecHalError(f"--ops: unknown op(s): {', '.join(unknown)} (spec-hal info lists the ops)")
+        raise SpecHalError(f"{flag}: unknown op(s): {', '.join(unknown)} (spec-hal info lists the ops)")
     return names
+
+
+def _check_compile_backend(name: str) -> None:
+    """``--compile-backend``: a backend torch.compile knows (else every compile check would fail
+    on it, counted as a failed conformance check)."""
+    import torch
+
+    known = torch.compiler.list_backends(exclude_tags=())
+    if name not in known:
+        raise SpecHalError(
+            f"--compile-backend: unknown torch.compile backend {name!r}; known: {', '.join(known)}"
+        )
 
 
 def summary_line(summary: dict[str, int]) -> str:

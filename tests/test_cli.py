@@ -453,3 +453,14 @@ def test_an_unwritable_output_path_is_refused_before_the_run(args, tmp_path):
     assert f"{args[-2]} {argv[-1]}: " in line
     assert ("does not exist" if "missing" in args[-1] else "is a directory") in line
     assert list(tmp_path.iterdir()) == []  # nothing created
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--compile-backend", "bogus"], "--compile-backend: unknown torch.compile backend 'bogus'; known: "),
+        (["--inductor-ops", "nope"], "--inductor-ops: unknown op(s): nope"),
+    ],
+)
+def test_check_refuses_bad_compile_options_before_it_runs(args, message):
+    assert message in one_line_error(spec_hal("check", "--ops", "fast_topk", *args))

@@ -628,6 +628,25 @@ def test_bad_options_exit_with_one_line(monkeypatch, capsys, options):
     assert err.count("\n") == 1 and err.startswith("spec-hal demo: error: ")
 
 
+@pytest.mark.parametrize(
+    ("options", "flag"),
+    [
+        (("--temperature", "nan"), "--temperature"),
+        (("--simulate-acc-len", "nan"), "--simulate-acc-len"),
+        (("--simulate-acc-len", "inf"), "--simulate-acc-len"),
+        (("--max-new-tokens", "200"), "--max-new-tokens 200"),
+        (("--steps", "300"), "--steps 300"),
+        (("--topk", "0"), "--topk"),
+        (("--page-size", "0"), "--page-size"),
+    ],
+    ids=str,
+)
+def test_bad_option_values_name_the_flag_in_one_line(monkeypatch, capsys, options, flag):
+    code, lines, err = _demo_output(monkeypatch, capsys, "small", *options)
+    assert (code, lines) == (2, [])
+    assert err.count("\n") == 1 and err.startswith("spec-hal demo: error: ") and flag in err, err
+
+
 def test_a_speed_up_below_one_is_explained():
     on_host = types.SimpleNamespace(device=torch.device("cpu"), size="small")
     small_on_device = types.SimpleNamespace(device=torch.device("cuda"), size="small")
