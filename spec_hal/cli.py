@@ -341,7 +341,7 @@ def _cmd_bench_sweep(args: argparse.Namespace, ops: set[str] | None) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from . import demo
 
-    if args.device is None or args.device in registry.devices():
+    if args.device is None or args.device.lower() in {name.lower() for name in registry.devices()}:
         _usable(args.device)
     else:  # a torch device string ("cuda:1"): the vendor of its type must be present
         import torch
@@ -570,6 +570,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        config.check_booleans()
         return int(args.run(args))
     except SpecHalError as exc:
         print(f"spec-hal: error: {exc}", file=sys.stderr)

@@ -464,3 +464,35 @@ def test_an_unwritable_output_path_is_refused_before_the_run(args, tmp_path):
 )
 def test_check_refuses_bad_compile_options_before_it_runs(args, message):
     assert message in one_line_error(spec_hal("check", "--ops", "fast_topk", *args))
+
+
+@pytest.mark.parametrize(
+    "setting", [{"SPEC_HAL_STRICT": "2"}, {"SPEC_HAL_DEBUG": "maybe"}, {"SPEC_HAL_PLUGINS": "nah"}]
+)
+def test_a_boolean_variable_with_another_value_is_refused_in_one_line(setting):
+    ((name, value),) = setting.items()
+    line = one_line_error(spec_hal("info", **setting))
+    assert f"{name}={value!r}: expected a boolean" in line
+
+
+def test_boolean_variables_read_by_the_library_refuse_other_values(monkeypatch):
+    from spec_hal import config
+    from spec_hal.errors import ConfigError
+
+    monkeypatch.setenv("SPEC_HAL_STRICT", "2")
+    with pytest.raises(ConfigError, match="SPEC_HAL_STRICT='2': expected a boolean"):
+        config.strict()
+    for value, expected in (("ON", True), ("no", False), ("", False)):
+        monkeypatch.setenv("SPEC_HAL_STRICT", value)
+        assert config.strict() is expected
+
+
+def test_device_names_are_read_in_any_case_by_flag_and_variable():
+    by_flag = spec_hal("info", "--json", "--device", "CPU")
+    by_variable = spec_hal("info", "--json", SPEC_HAL_DEVICE="CPU")
+    assert by_flag.returncode == by_variable.returncode == 0, by_flag.stderr + by_variable.stderr
+    assert (
+        json.loads(by_flag.stdout)["device"]["name"]
+        == json.loads(by_variable.stdout)["device"]["name"]
+        == "cpu"
+    )

@@ -242,13 +242,13 @@ def devices() -> dict[str, DeviceDescriptor]:
 
 
 def device(name: str) -> DeviceDescriptor:
+    """The vendor named ``name``, in any case (as ``SPEC_HAL_DEVICE`` reads it: names that differ
+    only in case cannot both be registered)."""
     known = devices()
-    try:
-        return known[name]
-    except KeyError:
-        raise DeviceSelectionError(
-            f"unknown device {name!r}; known devices: {', '.join(sorted(known))}"
-        ) from None
+    found = known.get(name) or next((d for n, d in known.items() if n.lower() == name.lower()), None)
+    if found is None:
+        raise DeviceSelectionError(f"unknown device {name!r}; known devices: {', '.join(sorted(known))}")
+    return found
 
 
 def load_qualified(qualified: str) -> Any:
