@@ -15,6 +15,7 @@ import argparse
 import importlib
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -221,6 +222,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
     from .conformance.runner import Selection, report, run_suite, unavailable_providers
 
     check_writable("--report", args.report)
+    if args.emulate:  # first: torch.compile's backends import Triton
+        _interpret_triton_kernels(registry.device(args.device) if args.device else registry.current_device())
     inductor_ops = _selected_ops(args.inductor_ops, "--inductor-ops") or frozenset()
     _check_compile_backend(args.compile_backend)
     descriptor = _usable(args.device, args.emulate)
@@ -249,6 +252,21 @@ def _cmd_check(args: argparse.Namespace) -> int:
             json.dump(data, handle, indent=1)
         print(f"report written to {args.report}")
     return 1 if data["summary"].get("fail") or not results else 0
+
+
+def _interpret_triton_kernels(descriptor: registry.DeviceDescriptor) -> None:
+    """``--emulate`` of a vendor binding the Triton family runs its kernels on CPU tensors, in
+    Triton's interpreter, which ``triton.jit`` picks when a function is decorated (Triton's own
+    library functions too, at its import): set ``TRITON_INTERPRET=1`` before Triton is imported, or
+    refuse where it already was."""
+    if registry.TRITON not in descriptor.families or os.environ.get("TRITON_INTERPRET") == "1":
+        return
+    if "triton" in sys.modules:
+        raise SpecHalError(
+            f"check --device {descriptor.name} --emulate runs Triton kernels in Triton's interpreter: "
+            "set TRITON_INTERPRET=1 before starting (Triton was imported without it)"
+        )
+    os.environ["TRITON_INTERPRET"] = "1"
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:

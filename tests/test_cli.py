@@ -496,3 +496,28 @@ def test_device_names_are_read_in_any_case_by_flag_and_variable():
         == json.loads(by_variable.stdout)["device"]["name"]
         == "cpu"
     )
+
+
+def test_check_emulate_runs_the_triton_family_in_the_interpreter_without_the_variable():
+    pytest.importorskip("triton")
+    environment = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run(
+        [sys.executable, "-m", "spec_hal", "check", "--device", "hip", "--emulate", "--small", "--no-compile",
+         "--ops", "draft_topk1_postprocess"],
+        capture_output=True, text=True, env=environment, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "draft_topk1_postprocess  triton " in done.stdout and "FAIL" not in done.stdout
+
+
+def test_check_emulate_refuses_with_the_fix_where_triton_was_imported_without_the_interpreter(monkeypatch):
+    from spec_hal import cli, registry
+    from spec_hal.errors import SpecHalError
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setitem(sys.modules, "triton", object())
+    with pytest.raises(SpecHalError, match="set TRITON_INTERPRET=1 before starting"):
+        cli._interpret_triton_kernels(registry.device("hip"))
+    assert "TRITON_INTERPRET" not in os.environ
+    cli._interpret_triton_kernels(registry.device("cpu"))  # no Triton family: nothing to set
+    assert "TRITON_INTERPRET" not in os.environ
