@@ -155,7 +155,9 @@ def _print_info(data: dict[str, Any]) -> None:
             if other["why"] != row["fallback"]:  # the fallback line already says why
                 print(f"  {'':<{width}}    not chosen: {other['provider']} ({other['why']})")
     print("\nplugins:")
-    if not data["plugins"]:
+    if not config.plugins_enabled():
+        print(f"  disabled by {config.ENV_PLUGINS}=0 (none is imported)")
+    elif not data["plugins"]:
         print("  none found (entry-point group spec_hal.devices)")
     for plugin in data["plugins"]:
         print(f"  {plugin['name']} ({plugin['target']}): {plugin['status']} - {plugin['detail']}")
