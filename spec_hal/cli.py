@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import __version__, config, plugins, registry
-from .errors import SpecHalError
+from .errors import DeviceSelectionError, SpecHalError
 from .reporting import (
     bench_progress,
     check_progress,
@@ -62,9 +62,18 @@ def _binding_rows(descriptor: registry.DeviceDescriptor) -> list[dict[str, Any]]
     return rows
 
 
+def _detection_for_info() -> tuple[registry.Detection, str | None]:
+    """The detection, and what is wrong with ``SPEC_HAL_DEVICE`` where it names a device that is
+    unknown or absent (then the detection without it: info explains a bad setting)."""
+    try:
+        return registry.detect(), None
+    except DeviceSelectionError as exc:
+        return registry.detect(honour_override=False), str(exc)
+
+
 def info_data(device_name: str | None = None) -> dict[str, Any]:
     """Everything ``spec-hal info`` shows, as plain data."""
-    detection = registry.detect()
+    detection, bad_setting = _detection_for_info()
     descriptor = registry.device(device_name) if device_name else detection.device
     probes = {p.vendor: p.to_json() for p in detection.probes}
     ops = _binding_rows(descriptor)  # loads the vendor's bindings: first, for their failure below
@@ -76,6 +85,7 @@ def info_data(device_name: str | None = None) -> dict[str, Any]:
             "reason": detection.reason
             if descriptor is detection.device
             else f"explaining {descriptor.name} on request (--device)",
+            "bad_setting": bad_setting,
             "usable_here": probes.get(descriptor.name, {}).get("usable", False),
             "torch_device_type": descriptor.device_type,
             "priority": descriptor.priority,
@@ -131,6 +141,8 @@ def _print_info(data: dict[str, Any]) -> None:
     print(
         f"\ndevice: {dev['name']} (torch device type '{dev['torch_device_type']}', dist backend {dev['dist_backend']})"
     )
+    if dev["bad_setting"]:
+        print(f"  BAD SETTING: {dev['bad_setting']} (explained without it; other commands refuse it)")
     print(f"  why: {dev['reason']}")
     caps = ", ".join(f"{k}={v}" for k, v in dev["capabilities"].items())
     print(f"  capabilities: {caps}")
@@ -208,7 +220,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
     if args.matrix:
         print(vendor_matrix())
         return 0
-    check_op_overrides(registry.device(args.device) if args.device else registry.current_device())
+    check_op_overrides(registry.device(args.device) if args.device else _detection_for_info()[0].device)
     data = info_data(args.device)
     if args.json:
         json.dump(data, sys.stdout, indent=2, default=str)

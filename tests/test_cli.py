@@ -56,7 +56,7 @@ def test_info_explains_an_absent_vendor(vendor):
 
 
 def test_unknown_device_exits_non_zero_with_a_clear_message():
-    done = spec_hal("info", SPEC_HAL_DEVICE="nonsense")
+    done = spec_hal("check", SPEC_HAL_DEVICE="nonsense")
     assert done.returncode != 0
     assert "SPEC_HAL_DEVICE='nonsense' is not a known device" in done.stderr
     assert "known: hip, musa, cuda, npu, xpu, cpu" in done.stderr and "Traceback" not in done.stderr
@@ -521,3 +521,24 @@ def test_check_emulate_refuses_with_the_fix_where_triton_was_imported_without_th
     assert "TRITON_INTERPRET" not in os.environ
     cli._interpret_triton_kernels(registry.device("cpu"))  # no Triton family: nothing to set
     assert "TRITON_INTERPRET" not in os.environ
+
+
+@pytest.mark.skipif(_usable("cuda"), reason="a CUDA device is present")
+@pytest.mark.parametrize(
+    ("setting", "args", "explained"),
+    [
+        ("cuda", ["--device", "cuda"], "cuda"),
+        ("cuda", [], "cpu"),
+        ("nonsense", [], "cpu"),
+    ],
+)
+def test_info_explains_a_bad_device_setting_instead_of_refusing(setting, args, explained):
+    done = spec_hal("info", *args, SPEC_HAL_DEVICE=setting)
+    assert done.returncode == 0, done.stderr
+    assert f"device: {explained} " in done.stdout
+    assert f"BAD SETTING: SPEC_HAL_DEVICE='{setting}'" in done.stdout and "known: hip, musa" in done.stdout
+    data = json.loads(spec_hal("info", "--json", *args, SPEC_HAL_DEVICE=setting).stdout)
+    assert (
+        data["device"]["name"] == explained
+        and f"SPEC_HAL_DEVICE='{setting}'" in data["device"]["bad_setting"]
+    )
