@@ -523,6 +523,12 @@ def _print_profile(setup: _Setup, model: TinyLM, seed: int) -> None:
     except Exception as error:  # a profiler this torch build or device lacks: the rest still runs
         print(f"  spec_hal ops: share not measured (torch.profiler failed: {error})")
         return
+    if not result.op_calls:  # every request ended in the warm-up iteration: nothing to profile
+        print(
+            f"  spec_hal ops: share not measured (the requests end within one iteration of "
+            f"{setup.max_new_tokens} new tokens: raise --max-new-tokens)"
+        )
+        return
     if result.clock == "device" and not result.ops_us:
         print("  spec_hal ops: share not measured (the profiler linked no kernel to an op's range)")
         return
