@@ -542,3 +542,8 @@ def test_info_explains_a_bad_device_setting_instead_of_refusing(setting, args, e
         data["device"]["name"] == explained
         and f"SPEC_HAL_DEVICE='{setting}'" in data["device"]["bad_setting"]
     )
+
+
+def test_compile_without_triton_says_how_to_install_it():
+    line = one_line_error(python_with("triton", "compile", "--vendor", "hip"))
+    assert 'spec-hal compile needs Triton: pip install "spec-hal[triton]"' in line
