@@ -135,9 +135,8 @@ def vendor_matrix() -> str:
 
 def _print_info(data: dict[str, Any]) -> None:
     dev = data["device"]
-    print(
-        f"spec_hal {data['versions']['spec_hal']}  torch {data['versions']['torch']}  triton {data['versions']['triton']}"
-    )
+    shown = {name: value or "-" for name, value in data["versions"].items()}  # as the versions table
+    print(f"spec_hal {shown['spec_hal']}  torch {shown['torch']}  triton {shown['triton']}")
     print(
         f"\ndevice: {dev['name']} (torch device type '{dev['torch_device_type']}', dist backend {dev['dist_backend']})"
     )

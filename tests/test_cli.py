@@ -295,6 +295,16 @@ def test_check_progress_prints_failures_at_once_and_counts_on_stderr():
     assert terminal.getvalue() == "\r  1 checks (fast_topk)".ljust(70)
 
 
+def test_check_progress_shows_the_total_where_the_run_gives_it():
+    from spec_hal.conformance.runner import Result
+    from spec_hal.reporting import check_progress
+
+    log = io.StringIO()
+    progress = check_progress(io.StringIO(), log, every=1)
+    progress(Result("cpu", "fast_topk", "portable", "random", "c0", "pass"), 7)
+    assert log.getvalue() == "  [1/7] checks (fast_topk)\n"
+
+
 def test_bench_progress_rewrites_one_line_on_a_terminal_and_writes_lines_elsewhere():
     from spec_hal.reporting import bench_progress, end_status_line
 
@@ -315,7 +325,7 @@ def test_bench_progress_rewrites_one_line_on_a_terminal_and_writes_lines_elsewhe
 def test_a_check_written_to_a_log_has_no_carriage_returns():
     done = spec_hal("check", "--device", "cpu", "--ops", "fill_bonus_tokens,move_kv_cache", "--no-compile")
     assert done.returncode == 0, done.stderr
-    assert "\r" not in done.stdout + done.stderr and "  50 checks (" in done.stderr  # a line per 50
+    assert "\r" not in done.stdout + done.stderr and "  [50/" in done.stderr  # a line per 50
 
 
 # --------------------------------------------------------------------------------------------------
@@ -547,3 +557,14 @@ def test_info_explains_a_bad_device_setting_instead_of_refusing(setting, args, e
 def test_compile_without_triton_says_how_to_install_it():
     line = one_line_error(python_with("triton", "compile", "--vendor", "hip"))
     assert 'spec-hal compile needs Triton: pip install "spec-hal[triton]"' in line
+
+
+def test_info_header_shows_an_absent_triton_as_its_table_does(monkeypatch, capsys):
+    from spec_hal import cli
+
+    data = cli.info_data()
+    monkeypatch.setitem(data["versions"], "triton", None)
+    cli._print_info(data)
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].endswith("  triton -")
+    assert any(line.split() == ["triton", "-"] for line in out.splitlines())

@@ -109,7 +109,9 @@ def test_info_says_plugins_are_disabled_and_lists_them_unimported(plugin_site):
     assert done.returncode == 0, done.stderr
     plugins = done.stdout.split("\nplugins:\n")[1].split("\n\n")[0].splitlines()
     assert plugins[0] == "  disabled by SPEC_HAL_PLUGINS=0 (none is imported)"
-    assert len(plugins) == 4 and all("skipped - SPEC_HAL_PLUGINS=0 disables plugins" in p for p in plugins[1:])
+    assert len(plugins) == 4 and all(
+        "skipped - SPEC_HAL_PLUGINS=0 disables plugins" in p for p in plugins[1:]
+    )
     assert done.stdout.split()[-1] == "False"
 
 
