@@ -274,7 +274,7 @@ def _interpret_triton_kernels(descriptor: registry.DeviceDescriptor) -> None:
     refuse where it already was."""
     if registry.TRITON not in descriptor.families or os.environ.get("TRITON_INTERPRET") == "1":
         return
-    if "triton" in sys.modules:
+    if sys.modules.get("triton") is not None:  # None: an import blocked, nothing decorated
         raise SpecHalError(
             f"check --device {descriptor.name} --emulate runs Triton kernels in Triton's interpreter: "
             "set TRITON_INTERPRET=1 before starting (Triton was imported without it)"
