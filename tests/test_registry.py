@@ -356,6 +356,7 @@ def test_failing_bindings_are_a_recorded_fallback(caplog):
         assert run() == 0
     (record,) = registry.fallbacks()
     assert record.chosen == "portable" and "no module named 'vendor_runtime'" in record.reason
+    assert sum(r.message.startswith("spec_hal: device testdev: ") for r in caplog.records) == 1  # said once
     assert "failing_bindings" in record.reason
     assert registry.binding_failures() == {
         "testdev": f"bindings {__name__}:failing_bindings raised ImportError: no module named 'vendor_runtime'"

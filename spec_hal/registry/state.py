@@ -281,10 +281,12 @@ def ensure_bindings(descriptor: DeviceDescriptor) -> None:
             _load_bindings(descriptor)
         except Exception as error:
             failure = f"{_loader_name(descriptor)} raised {type(error).__name__}: {error}"
+            again = STATE.binding_failures.get(descriptor.name) == failure
             STATE.binding_failures[descriptor.name] = failure
             if config.strict():
                 raise BindingError(f"{config.ENV_STRICT}=1: device {descriptor.name!r}: {failure}") from error
-            logger.warning("spec_hal: device %s: %s (its ops fall back)", descriptor.name, failure)
+            if not again:  # each op's first resolution retries: one warning per distinct failure
+                logger.warning("spec_hal: device %s: %s (its ops fall back)", descriptor.name, failure)
             return
         STATE.binding_failures.pop(descriptor.name, None)
         STATE.loaded_bindings.add(descriptor.name)
