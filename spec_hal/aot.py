@@ -469,8 +469,11 @@ def _probe_target(target: Target) -> str | None:
     """Why the installed Triton cannot build for ``target`` at all (None when it can): an empty
     kernel is compiled first, so that a later failure is the family's, not the toolchain's."""
     from .kernels.triton.empty import _empty_kernel
+    from .kernels.triton.launch import COMPILE_OPTIONS
 
-    spec = Specialisation("_empty_kernel", "empty", _empty_kernel, {"marker_ptr": "*i32"}, {}, {}, {})
+    spec = Specialisation(
+        "_empty_kernel", "empty", _empty_kernel, {"marker_ptr": "*i32"}, {}, {}, dict(COMPILE_OPTIONS)
+    )
     row = compile_one(spec, target)
     return None if row["ok"] else row["error"]
 
@@ -705,8 +708,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from .reporting import end_status_line, status_line
+    from .reporting import end_status_line, status_line, unwritable_reason
 
+    unwritable = unwritable_reason(args.json)
+    if unwritable is not None:  # said before compiling, not after
+        raise SpecHalError(f"--json {args.json}: {unwritable}")
     try:
         report = run(
             args.vendor,
@@ -717,7 +723,7 @@ def main(args: argparse.Namespace) -> int:
     except ImportError as exc:
         if not (exc.name or "").startswith("triton"):
             raise
-        raise SpecHalError(f"spec-hal compile needs Triton (the triton extra): {exc}") from exc
+        raise SpecHalError(f'spec-hal compile needs Triton: pip install "spec-hal[triton]" ({exc})') from exc
     except ValueError as exc:
         raise SpecHalError(str(exc)) from exc
     finally:

@@ -15,13 +15,21 @@ import argparse
 import importlib
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from . import __version__, config, plugins, registry
-from .errors import SpecHalError
-from .reporting import bench_progress, check_progress, end_status_line, git_commit, versions
+from .errors import DeviceSelectionError, SpecHalError
+from .reporting import (
+    bench_progress,
+    check_progress,
+    end_status_line,
+    git_commit,
+    unwritable_reason,
+    versions,
+)
 
 #: Version of the layout of ``spec-hal info --json`` (and of ``bench --sweep --json``): raised when
 #: a key changes meaning or goes away.
@@ -54,11 +62,21 @@ def _binding_rows(descriptor: registry.DeviceDescriptor) -> list[dict[str, Any]]
     return rows
 
 
+def _detection_for_info() -> tuple[registry.Detection, str | None]:
+    """The detection, and what is wrong with ``SPEC_HAL_DEVICE`` where it names a device that is
+    unknown or absent (then the detection without it: info explains a bad setting)."""
+    try:
+        return registry.detect(), None
+    except DeviceSelectionError as exc:
+        return registry.detect(honour_override=False), str(exc)
+
+
 def info_data(device_name: str | None = None) -> dict[str, Any]:
     """Everything ``spec-hal info`` shows, as plain data."""
-    detection = registry.detect()
+    detection, bad_setting = _detection_for_info()
     descriptor = registry.device(device_name) if device_name else detection.device
     probes = {p.vendor: p.to_json() for p in detection.probes}
+    ops = _binding_rows(descriptor)  # loads the vendor's bindings: first, for their failure below
     return {
         "schema_version": SCHEMA_VERSION,
         "device": {
@@ -67,6 +85,7 @@ def info_data(device_name: str | None = None) -> dict[str, Any]:
             "reason": detection.reason
             if descriptor is detection.device
             else f"explaining {descriptor.name} on request (--device)",
+            "bad_setting": bad_setting,
             "usable_here": probes.get(descriptor.name, {}).get("usable", False),
             "torch_device_type": descriptor.device_type,
             "priority": descriptor.priority,
@@ -75,9 +94,10 @@ def info_data(device_name: str | None = None) -> dict[str, Any]:
             "capabilities": vars(descriptor.capabilities) | {},
             "notes": list(descriptor.notes),
             "proven": _proven(descriptor.name),
+            "bindings_failed": registry.binding_failures().get(descriptor.name),
         },
         "probes": [p.to_json() | {"priority": registry.device(p.vendor).priority} for p in detection.probes],
-        "ops": _binding_rows(descriptor),
+        "ops": ops,
         "plugins": [r.to_json() for r in plugins.reports()],
         "versions": versions(__version__),
     }
@@ -115,18 +135,21 @@ def vendor_matrix() -> str:
 
 def _print_info(data: dict[str, Any]) -> None:
     dev = data["device"]
-    print(
-        f"spec_hal {data['versions']['spec_hal']}  torch {data['versions']['torch']}  triton {data['versions']['triton']}"
-    )
+    shown = {name: value or "-" for name, value in data["versions"].items()}  # as the versions table
+    print(f"spec_hal {shown['spec_hal']}  torch {shown['torch']}  triton {shown['triton']}")
     print(
         f"\ndevice: {dev['name']} (torch device type '{dev['torch_device_type']}', dist backend {dev['dist_backend']})"
     )
+    if dev["bad_setting"]:
+        print(f"  BAD SETTING: {dev['bad_setting']} (explained without it; other commands refuse it)")
     print(f"  why: {dev['reason']}")
     caps = ", ".join(f"{k}={v}" for k, v in dev["capabilities"].items())
     print(f"  capabilities: {caps}")
     for note in dev["notes"]:
         print(f"  note: {note}")
     print(f"  proven: {dev['proven']}")
+    if dev["bindings_failed"]:
+        print(f"  BINDINGS FAILED: {dev['bindings_failed']} (its providers are not registered)")
     print("\nprobes (detection order):")
     for probe in data["probes"]:
         mark = "usable" if probe["usable"] else "no"
@@ -143,7 +166,9 @@ def _print_info(data: dict[str, Any]) -> None:
             if other["why"] != row["fallback"]:  # the fallback line already says why
                 print(f"  {'':<{width}}    not chosen: {other['provider']} ({other['why']})")
     print("\nplugins:")
-    if not data["plugins"]:
+    if not config.plugins_enabled():
+        print(f"  disabled by {config.ENV_PLUGINS}=0 (none is imported)")
+    elif not data["plugins"]:
         print("  none found (entry-point group spec_hal.devices)")
     for plugin in data["plugins"]:
         print(f"  {plugin['name']} ({plugin['target']}): {plugin['status']} - {plugin['detail']}")
@@ -182,11 +207,19 @@ def _usable(name: str | None, emulated: bool = False) -> registry.DeviceDescript
     return descriptor
 
 
+def check_writable(flag: str, path: str | None) -> None:
+    """Refuse an output path the command could not write, before it runs: a report lost after a
+    long run, with a traceback, is worse than a usage error."""
+    why = unwritable_reason(path)
+    if why is not None:
+        raise SpecHalError(f"{flag} {path}: {why}")
+
+
 def _cmd_info(args: argparse.Namespace) -> int:
     if args.matrix:
         print(vendor_matrix())
         return 0
-    check_op_overrides(registry.device(args.device) if args.device else registry.current_device())
+    check_op_overrides(registry.device(args.device) if args.device else _detection_for_info()[0].device)
     data = info_data(args.device)
     if args.json:
         json.dump(data, sys.stdout, indent=2, default=str)
@@ -201,6 +234,11 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
     from .conformance.runner import Selection, report, run_suite, unavailable_providers
 
+    check_writable("--report", args.report)
+    if args.emulate:  # first: torch.compile's backends import Triton
+        _interpret_triton_kernels(registry.device(args.device) if args.device else registry.current_device())
+    inductor_ops = _selected_ops(args.inductor_ops, "--inductor-ops") or frozenset()
+    _check_compile_backend(args.compile_backend)
     descriptor = _usable(args.device, args.emulate)
     ops = _selected_ops(args.ops)
     missing = unavailable_providers(descriptor, ops)
@@ -214,7 +252,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
         small_only=args.small,
         compile=not args.no_compile,
         compile_backend=args.compile_backend,
-        inductor_ops=frozenset(args.inductor_ops.split(",")) if args.inductor_ops else frozenset(),
+        inductor_ops=inductor_ops,
         emulated=args.emulate,
     )
     started = time.time()
@@ -229,9 +267,26 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return 1 if data["summary"].get("fail") or not results else 0
 
 
+def _interpret_triton_kernels(descriptor: registry.DeviceDescriptor) -> None:
+    """``--emulate`` of a vendor binding the Triton family runs its kernels on CPU tensors, in
+    Triton's interpreter, which ``triton.jit`` picks when a function is decorated (Triton's own
+    library functions too, at its import): set ``TRITON_INTERPRET=1`` before Triton is imported, or
+    refuse where it already was."""
+    if registry.TRITON not in descriptor.families or os.environ.get("TRITON_INTERPRET") == "1":
+        return
+    if sys.modules.get("triton") is not None:  # None: an import blocked, nothing decorated
+        raise SpecHalError(
+            f"check --device {descriptor.name} --emulate runs Triton kernels in Triton's interpreter: "
+            "set TRITON_INTERPRET=1 before starting (Triton was imported without it)"
+        )
+    os.environ["TRITON_INTERPRET"] = "1"
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
     from . import bench
 
+    check_writable("--json", args.json)
+    check_writable("--plot", args.plot)
     selected = _selected_ops(args.ops)
     ops = set(selected) if selected is not None else None
     if args.sweep:
@@ -317,7 +372,7 @@ def _cmd_bench_sweep(args: argparse.Namespace, ops: set[str] | None) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from . import demo
 
-    if args.device is None or args.device in registry.devices():
+    if args.device is None or args.device.lower() in {name.lower() for name in registry.devices()}:
         _usable(args.device)
     else:  # a torch device string ("cuda:1"): the vendor of its type must be present
         import torch
@@ -333,15 +388,27 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return int(demo.main(args))
 
 
-def _selected_ops(text: str | None) -> frozenset[str] | None:
+def _selected_ops(text: str | None, flag: str = "--ops") -> frozenset[str] | None:
     """``--ops a,b``: public op names (None: all); an unknown name is an error, not an empty run."""
     if not text:
         return None
     names = frozenset(name.strip() for name in text.split(",") if name.strip())
     unknown = sorted(names - set(importlib.import_module("spec_hal.ops").__all__))
     if unknown:
-        raise SpecHalError(f"--ops: unknown op(s): {', '.join(unknown)} (spec-hal info lists the ops)")
+        raise SpecHalError(f"{flag}: unknown op(s): {', '.join(unknown)} (spec-hal info lists the ops)")
     return names
+
+
+def _check_compile_backend(name: str) -> None:
+    """``--compile-backend``: a backend torch.compile knows (else every compile check would fail
+    on it, counted as a failed conformance check)."""
+    import torch
+
+    known = torch.compiler.list_backends(exclude_tags=())
+    if name not in known:
+        raise SpecHalError(
+            f"--compile-backend: unknown torch.compile backend {name!r}; known: {', '.join(known)}"
+        )
 
 
 def summary_line(summary: dict[str, int]) -> str:
@@ -534,6 +601,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        config.check_booleans()
         return int(args.run(args))
     except SpecHalError as exc:
         print(f"spec-hal: error: {exc}", file=sys.stderr)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 
+from .errors import ConfigError
+
 ENV_DEVICE = "SPEC_HAL_DEVICE"  # force the device, in any case: cuda, hip, ..., cpu, or a plugin's name
 ENV_OPS = "SPEC_HAL_OPS"  # per-op provider override: "op=provider,op2=provider"
 ENV_STRICT = "SPEC_HAL_STRICT"  # 1: a fallback from the intended provider is an error
@@ -16,10 +18,31 @@ ENV_PLUGINS = "SPEC_HAL_PLUGINS"  # 0: do not load out-of-tree vendor plugins
 ENV_USE_MODELSCOPE = "SPEC_HAL_USE_MODELSCOPE"  # 1: load_token_map resolves org/repo/file through ModelScope
 
 _TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+#: The variables that hold a boolean, with their value when unset.
+BOOLEAN_VARIABLES = {ENV_STRICT: False, ENV_DEBUG: False, ENV_PLUGINS: True, ENV_USE_MODELSCOPE: False}
 
 
 def _flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in _TRUE
+    """A boolean variable; any other value is a :class:`ConfigError` (``SPEC_HAL_STRICT=2`` silently
+    read as off would hide the very fallbacks it was set to catch)."""
+    raw = os.environ.get(name, "")
+    value = raw.strip().lower()
+    if not value:  # unset or empty
+        return BOOLEAN_VARIABLES[name]
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ConfigError(
+        f"{name}={raw!r}: expected a boolean ({', '.join(sorted(_TRUE))} or {', '.join(sorted(_FALSE))})"
+    )
+
+
+def check_booleans() -> None:
+    """Read every boolean variable now: a command refuses a bad value before it runs."""
+    for name in BOOLEAN_VARIABLES:
+        _flag(name)
 
 
 def strict() -> bool:
@@ -50,7 +73,7 @@ def use_modelscope() -> bool:
 
 
 def plugins_enabled() -> bool:
-    return os.environ.get(ENV_PLUGINS, "1").strip().lower() not in {"0", "false", "no", "off"}
+    return _flag(ENV_PLUGINS)
 
 
 def device_override() -> str | None:

@@ -25,3 +25,7 @@ class FallbackError(BindingError):
 
 class PluginError(SpecHalError):
     """An out-of-tree vendor plugin failed to load or declares an incompatible API (strict mode)."""
+
+
+class ConfigError(SpecHalError):
+    """A ``SPEC_HAL_*`` environment variable holds a value it does not accept."""

@@ -70,10 +70,14 @@ def _load_one(name: str, target: str, load: object) -> str:
 def load_plugins() -> None:
     """Load every plugin of the entry-point group once (called by the registry on first use)."""
     _reports.clear()
-    if not config.plugins_enabled():
-        return
+    enabled = config.plugins_enabled()
     wanted = config.device_override()  # lower-cased
     for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if not enabled:  # listed, never imported: info says what is switched off
+            _reports.append(
+                PluginReport(ep.name, ep.value, "skipped", f"{config.ENV_PLUGINS}=0 disables plugins")
+            )
+            continue
         if wanted is not None and ep.name.lower() != wanted:
             _reports.append(
                 PluginReport(ep.name, ep.value, "skipped", f"{config.ENV_DEVICE}={wanted} filters it out")

@@ -109,13 +109,14 @@ class CheckResult(Protocol):
 
 def check_progress(
     out: TextIO | None = None, err: TextIO | None = None, every: int = 50
-) -> Callable[[CheckResult], None]:
+) -> Callable[[CheckResult, int | None], None]:
     """A progress callback for a conformance run: each failure printed on ``out`` (stdout) at once, so
-    that a run cut short by a time limit still shows it; a count of checks on ``err`` (stderr),
-    rewritten after every check on a terminal, else a line every ``every`` checks."""
+    that a run cut short by a time limit still shows it; a count of checks (``[done/total]`` where the
+    run says its total) on ``err`` (stderr), rewritten after every check on a terminal, else a line
+    every ``every`` checks."""
     done = 0
 
-    def progress(result: CheckResult) -> None:
+    def progress(result: CheckResult, total: int | None = None) -> None:
         nonlocal done
         done += 1
         if result.status == "fail":
@@ -126,7 +127,8 @@ def check_progress(
             )
         stream = err or sys.stderr
         if stream.isatty() or done % every == 0:
-            status_line(f"  {done} checks ({result.op})", width=70, stream=stream)
+            count = f"[{done}/{total}]" if total is not None else str(done)
+            status_line(f"  {count} checks ({result.op})", width=70, stream=stream)
 
     return progress
 
@@ -152,3 +154,18 @@ __all__ = [
     "status_line",
     "versions",
 ]
+
+
+def unwritable_reason(path: str | None) -> str | None:
+    """Why a file could not be written at ``path`` (None: it could, or no path was given), found
+    without creating or truncating anything."""
+    if path is None:
+        return None
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        return "is a directory, expected a file name"
+    if not os.path.isdir(folder):
+        return f"the directory {folder} does not exist"
+    if not os.access(path if os.path.exists(path) else folder, os.W_OK):
+        return "not writable here"
+    return None

@@ -321,6 +321,16 @@ def check_output(
     return tensor
 
 
+def check_distinct_elements(name: str, value: torch.Tensor) -> None:
+    """A tensor written in place: no two elements in one place (an expanded tensor's are), where
+    a provider's programs would race and the reference's torch call refuse. Not while compiling:
+    the eager call checked it, and dynamo does not trace the query."""
+    if not is_compiling() and torch._debug_has_internal_overlap(value) == 1:  # 1: certain, 2: not decided
+        raise ValueError(
+            f"{name}: expected a tensor whose elements do not share memory (strides {value.stride()})"
+        )
+
+
 def new_output(
     shape: Sequence[int], dtype: torch.dtype, device: torch.device, *, fill: int | float | None = None
 ) -> torch.Tensor:

@@ -502,6 +502,21 @@ def test_a_noisy_run_is_flagged():
     assert "warning: noisy timings (median spread 60% of the median time" in out.getvalue()
 
 
+def test_a_portable_row_spread_past_its_median_is_flagged_by_name():
+    import io
+
+    from spec_hal.bench import noise_warning, print_table
+
+    rows = [_timed("fast_topk", "portable", f"bs={b}", 10.0, 1.0) for b in (1, 64, 256)]
+    rows[1] = _timed("fast_topk", "portable", "bs=64", 10.0, 12.0)
+    rows.append(_timed("fast_topk", "triton", "bs=1", 10.0, 30.0))  # not portable: not named
+    out = io.StringIO()
+    print_table(_data(rows, median_relative_spread=0.1), out)
+    (line,) = [line for line in out.getvalue().splitlines() if line.startswith("warning:")]
+    assert line.startswith("warning: 1 portable row(s) spread more than their median time (fast_topk bs=64)")
+    assert noise_warning(_data(rows[:1], median_relative_spread=0.1)) is None
+
+
 def test_a_run_records_its_schema_version_and_spread():
     data = run("cpu", {"fill_bonus_tokens"}, "quick")
     assert data["schema_version"] == 1

@@ -56,7 +56,7 @@ def test_info_explains_an_absent_vendor(vendor):
 
 
 def test_unknown_device_exits_non_zero_with_a_clear_message():
-    done = spec_hal("info", SPEC_HAL_DEVICE="nonsense")
+    done = spec_hal("check", SPEC_HAL_DEVICE="nonsense")
     assert done.returncode != 0
     assert "SPEC_HAL_DEVICE='nonsense' is not a known device" in done.stderr
     assert "known: hip, musa, cuda, npu, xpu, cpu" in done.stderr and "Traceback" not in done.stderr
@@ -295,6 +295,16 @@ def test_check_progress_prints_failures_at_once_and_counts_on_stderr():
     assert terminal.getvalue() == "\r  1 checks (fast_topk)".ljust(70)
 
 
+def test_check_progress_shows_the_total_where_the_run_gives_it():
+    from spec_hal.conformance.runner import Result
+    from spec_hal.reporting import check_progress
+
+    log = io.StringIO()
+    progress = check_progress(io.StringIO(), log, every=1)
+    progress(Result("cpu", "fast_topk", "portable", "random", "c0", "pass"), 7)
+    assert log.getvalue() == "  [1/7] checks (fast_topk)\n"
+
+
 def test_bench_progress_rewrites_one_line_on_a_terminal_and_writes_lines_elsewhere():
     from spec_hal.reporting import bench_progress, end_status_line
 
@@ -315,7 +325,7 @@ def test_bench_progress_rewrites_one_line_on_a_terminal_and_writes_lines_elsewhe
 def test_a_check_written_to_a_log_has_no_carriage_returns():
     done = spec_hal("check", "--device", "cpu", "--ops", "fill_bonus_tokens,move_kv_cache", "--no-compile")
     assert done.returncode == 0, done.stderr
-    assert "\r" not in done.stdout + done.stderr and "  50 checks (" in done.stderr  # a line per 50
+    assert "\r" not in done.stdout + done.stderr and "  [50/" in done.stderr  # a line per 50
 
 
 # --------------------------------------------------------------------------------------------------
@@ -414,3 +424,147 @@ def test_info_says_what_is_proven_per_vendor_and_never_more():
     assert "compiled ahead of time for gfx90a, gfx942, gfx950" in hip and "hardware" not in hip
     assert info_data("npu")["device"]["proven"] == "emulated: portable providers on CPU tensors"
     assert info_data("cuda")["device"]["proven"].startswith("hardware: H200")
+
+
+def test_info_shows_a_vendor_whose_bindings_failed(capsys):
+    from fake_devices import device
+
+    from spec_hal import cli, registry
+    from spec_hal.registry import DeviceDescriptor, Intent
+    from spec_hal.testing import isolated_registry
+
+    broken = device("broken", default=Intent("kernel", "vendor kernel"))
+    with isolated_registry():
+        registry.register_device(
+            DeviceDescriptor(**{**vars(broken), "bindings": "spec_hal_missing_vendor:register"})
+        )
+        data = cli.info_data("broken")
+        cli._print_info(data)
+    failure = "bindings spec_hal_missing_vendor:register raised ModuleNotFoundError"
+    assert data["device"]["bindings_failed"].startswith(failure)
+    assert all(failure in row["fallback"] for row in data["ops"])
+    assert f"BINDINGS FAILED: {failure}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["check", "--report", "{missing}/r.json"],
+        ["bench", "--json", "{missing}/r.json"],
+        ["bench", "--plot", "{missing}/p.png"],
+        ["bench", "--sweep", "--json", "{missing}/r.json"],
+        ["compile", "--json", "{missing}/c.json"],
+        ["bench", "--json", "{folder}"],
+    ],
+)
+def test_an_unwritable_output_path_is_refused_before_the_run(args, tmp_path):
+    argv = [a.format(missing=tmp_path / "missing" / "dir", folder=tmp_path) for a in args]
+    line = one_line_error(spec_hal(*argv))
+    assert f"{args[-2]} {argv[-1]}: " in line
+    assert ("does not exist" if "missing" in args[-1] else "is a directory") in line
+    assert list(tmp_path.iterdir()) == []  # nothing created
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--compile-backend", "bogus"], "--compile-backend: unknown torch.compile backend 'bogus'; known: "),
+        (["--inductor-ops", "nope"], "--inductor-ops: unknown op(s): nope"),
+    ],
+)
+def test_check_refuses_bad_compile_options_before_it_runs(args, message):
+    assert message in one_line_error(spec_hal("check", "--ops", "fast_topk", *args))
+
+
+@pytest.mark.parametrize(
+    "setting", [{"SPEC_HAL_STRICT": "2"}, {"SPEC_HAL_DEBUG": "maybe"}, {"SPEC_HAL_PLUGINS": "nah"}]
+)
+def test_a_boolean_variable_with_another_value_is_refused_in_one_line(setting):
+    ((name, value),) = setting.items()
+    line = one_line_error(spec_hal("info", **setting))
+    assert f"{name}={value!r}: expected a boolean" in line
+
+
+def test_boolean_variables_read_by_the_library_refuse_other_values(monkeypatch):
+    from spec_hal import config
+    from spec_hal.errors import ConfigError
+
+    monkeypatch.setenv("SPEC_HAL_STRICT", "2")
+    with pytest.raises(ConfigError, match="SPEC_HAL_STRICT='2': expected a boolean"):
+        config.strict()
+    for value, expected in (("ON", True), ("no", False), ("", False)):
+        monkeypatch.setenv("SPEC_HAL_STRICT", value)
+        assert config.strict() is expected
+
+
+def test_device_names_are_read_in_any_case_by_flag_and_variable():
+    by_flag = spec_hal("info", "--json", "--device", "CPU")
+    by_variable = spec_hal("info", "--json", SPEC_HAL_DEVICE="CPU")
+    assert by_flag.returncode == by_variable.returncode == 0, by_flag.stderr + by_variable.stderr
+    assert (
+        json.loads(by_flag.stdout)["device"]["name"]
+        == json.loads(by_variable.stdout)["device"]["name"]
+        == "cpu"
+    )
+
+
+def test_check_emulate_runs_the_triton_family_in_the_interpreter_without_the_variable():
+    pytest.importorskip("triton")
+    environment = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run(
+        [sys.executable, "-m", "spec_hal", "check", "--device", "hip", "--emulate", "--small", "--no-compile",
+         "--ops", "draft_topk1_postprocess"],
+        capture_output=True, text=True, env=environment, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "draft_topk1_postprocess  triton " in done.stdout and "FAIL" not in done.stdout
+
+
+def test_check_emulate_refuses_with_the_fix_where_triton_was_imported_without_the_interpreter(monkeypatch):
+    from spec_hal import cli, registry
+    from spec_hal.errors import SpecHalError
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setitem(sys.modules, "triton", object())
+    with pytest.raises(SpecHalError, match="set TRITON_INTERPRET=1 before starting"):
+        cli._interpret_triton_kernels(registry.device("hip"))
+    assert "TRITON_INTERPRET" not in os.environ
+    cli._interpret_triton_kernels(registry.device("cpu"))  # no Triton family: nothing to set
+    assert "TRITON_INTERPRET" not in os.environ
+
+
+@pytest.mark.skipif(_usable("cuda"), reason="a CUDA device is present")
+@pytest.mark.parametrize(
+    ("setting", "args", "explained"),
+    [
+        ("cuda", ["--device", "cuda"], "cuda"),
+        ("cuda", [], "cpu"),
+        ("nonsense", [], "cpu"),
+    ],
+)
+def test_info_explains_a_bad_device_setting_instead_of_refusing(setting, args, explained):
+    done = spec_hal("info", *args, SPEC_HAL_DEVICE=setting)
+    assert done.returncode == 0, done.stderr
+    assert f"device: {explained} " in done.stdout
+    assert f"BAD SETTING: SPEC_HAL_DEVICE='{setting}'" in done.stdout and "known: hip, musa" in done.stdout
+    data = json.loads(spec_hal("info", "--json", *args, SPEC_HAL_DEVICE=setting).stdout)
+    assert (
+        data["device"]["name"] == explained
+        and f"SPEC_HAL_DEVICE='{setting}'" in data["device"]["bad_setting"]
+    )
+
+
+def test_compile_without_triton_says_how_to_install_it():
+    line = one_line_error(python_with("triton", "compile", "--vendor", "hip"))
+    assert 'spec-hal compile needs Triton: pip install "spec-hal[triton]"' in line
+
+
+def test_info_header_shows_an_absent_triton_as_its_table_does(monkeypatch, capsys):
+    from spec_hal import cli
+
+    data = cli.info_data()
+    monkeypatch.setitem(data["versions"], "triton", None)
+    cli._print_info(data)
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].endswith("  triton -")
+    assert any(line.split() == ["triton", "-"] for line in out.splitlines())

@@ -14,6 +14,7 @@ import copy
 import dataclasses
 import importlib.util
 import math
+import os
 import re
 import types
 
@@ -669,6 +670,25 @@ def test_bad_options_exit_with_one_line(monkeypatch, capsys, options):
     assert err.count("\n") == 1 and err.startswith("spec-hal demo: error: ")
 
 
+@pytest.mark.parametrize(
+    ("options", "flag"),
+    [
+        (("--temperature", "nan"), "--temperature"),
+        (("--simulate-acc-len", "nan"), "--simulate-acc-len"),
+        (("--simulate-acc-len", "inf"), "--simulate-acc-len"),
+        (("--max-new-tokens", "200"), "--max-new-tokens 200"),
+        (("--steps", "300"), "--steps 300"),
+        (("--topk", "0"), "--topk"),
+        (("--page-size", "0"), "--page-size"),
+    ],
+    ids=str,
+)
+def test_bad_option_values_name_the_flag_in_one_line(monkeypatch, capsys, options, flag):
+    code, lines, err = _demo_output(monkeypatch, capsys, "small", *options)
+    assert (code, lines) == (2, [])
+    assert err.count("\n") == 1 and err.startswith("spec-hal demo: error: ") and flag in err, err
+
+
 def test_a_speed_up_below_one_is_explained():
     on_host = types.SimpleNamespace(device=torch.device("cpu"), size="small")
     small_on_device = types.SimpleNamespace(device=torch.device("cuda"), size="small")
@@ -692,6 +712,36 @@ def test_the_profile_counts_the_spec_hal_ops_of_one_iteration(eagle_model):
     assert 0 < result.ops_us < result.iteration_us
     assert engine.ops is ops and engine.cache.ops is ops  # the ranges are gone again
     assert engine.cache.leaks() == []  # the profiled requests ended and gave their KV back
+
+
+def test_the_profile_writes_none_of_the_profilers_marks_to_stderr(eagle_model, capfd):
+    engine = SpecDecoder(
+        eagle_model, SpecConfig(topk=1, num_steps=2, use_graphs=False), max_requests=1, max_context=40,
+        device="cpu",
+    )  # fmt: skip
+    profile_iteration(engine, [Request(PROMPTS[0], 10)])
+    err = capfd.readouterr().err
+    assert "profiler_start" not in err and "USDT:" not in err, err
+
+
+def test_held_stderr_gives_back_every_line_but_the_profilers_marks(capfd):
+    from spec_hal.demo.profile import _without_profiler_marks
+
+    with _without_profiler_marks():
+        os.write(
+            2, b"USDT:2026-12-04 23:07:38 13523:13523 SyncActivityProfilerHandler.cpp:52] profiler_start\n"
+        )
+        os.write(2, b"a warning of the iteration\n")
+    assert capfd.readouterr().err == "a warning of the iteration\n"
+
+
+def test_a_run_too_short_to_profile_says_so(monkeypatch, capsys):
+    code, lines, _ = _demo_output(
+        monkeypatch, capsys, "small", "--sampling", "greedy", "--max-new-tokens", "1"
+    )
+    assert code == 0, lines
+    (profile,) = [line for line in lines if line.startswith("  spec_hal ops: ")]
+    assert "share not measured (the requests end within one iteration" in profile, profile
 
 
 def test_ranged_ops_wrap_ops_and_pass_everything_else():

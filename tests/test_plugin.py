@@ -103,6 +103,18 @@ def test_device_override_filters_plugins_before_import(plugin_site):
     assert done.stdout.strip() == "['skipped', 'skipped', 'skipped'] False"
 
 
+def test_info_says_plugins_are_disabled_and_lists_them_unimported(plugin_site):
+    code = "import sys, spec_hal.cli as c; c.main(['info']); print('oot_vendor' in sys.modules)"
+    done = run_python(plugin_site, code, SPEC_HAL_PLUGINS="0")
+    assert done.returncode == 0, done.stderr
+    plugins = done.stdout.split("\nplugins:\n")[1].split("\n\n")[0].splitlines()
+    assert plugins[0] == "  disabled by SPEC_HAL_PLUGINS=0 (none is imported)"
+    assert len(plugins) == 4 and all(
+        "skipped - SPEC_HAL_PLUGINS=0 disables plugins" in p for p in plugins[1:]
+    )
+    assert done.stdout.split()[-1] == "False"
+
+
 CHECK = "import sys, spec_hal.cli as c; sys.exit(c.main(['check', '--device', 'oot', '--ops', 'fast_topk', '--no-compile']))"
 
 

@@ -302,3 +302,75 @@ def test_no_device_guard_where_the_runtime_has_one_device(count, guarded):
     finally:
         registry.STATE.runtimes.pop("counted")
     assert (fn is not fill_one) == guarded
+
+
+# --------------------------------------------------------------------------------------------------
+# Nested contexts, re-registration and failing bindings (issue #42)
+
+
+def test_an_isolated_block_inside_an_emulation_leaves_the_emulation_on():
+    registry.register_device(device("testdev", default=Intent("mine", "")))
+    registry.register_impl("_test_registry_fill", "testdev", "mine", provider(3))
+    with emulate("testdev"):
+        with isolated_registry():
+            assert run() == 3
+        assert run() == 3  # still emulated: the isolated block restores what it found
+    assert run() == 0
+
+
+def test_a_vendor_registered_again_gets_its_new_runtime():
+    import spec_hal.runtime as runtime_module
+
+    registry.register_device(device("testdev"))
+    first = registry.device("testdev")
+    assert registry.runtime_of(first) is runtime_module.HOST_RUNTIME
+    with isolated_registry():
+        registry.register_device(DeviceDescriptor(**{**vars(first), "runtime": "spec_hal.runtime"}))
+        assert registry.runtime_of(registry.device("testdev")) is runtime_module
+    assert registry.runtime_of(registry.device("testdev")) is runtime_module.HOST_RUNTIME
+    registry.register_device(DeviceDescriptor(**{**vars(first), "runtime": "spec_hal.runtime"}))
+    assert registry.runtime_of(registry.device("testdev")) is runtime_module
+
+
+#: Calls of the failing bindings loader below (it is named by a qualified name).
+LOADER_CALLS: list[int] = []
+
+
+def failing_bindings() -> None:
+    LOADER_CALLS.append(1)
+    raise ImportError("no module named 'vendor_runtime'")
+
+
+def _vendor_with_failing_bindings() -> None:
+    descriptor = device("testdev", default=Intent("mine", "vendor kernel"))
+    registry.register_device(
+        DeviceDescriptor(**{**vars(descriptor), "bindings": f"{__name__}:failing_bindings"})
+    )
+
+
+def test_failing_bindings_are_a_recorded_fallback(caplog):
+    _vendor_with_failing_bindings()
+    with emulate("testdev"), caplog.at_level(logging.WARNING, logger="spec_hal"):
+        assert run() == 0
+        registry.invalidate()
+        assert run() == 0
+    (record,) = registry.fallbacks()
+    assert record.chosen == "portable" and "no module named 'vendor_runtime'" in record.reason
+    assert sum(r.message.startswith("spec_hal: device testdev: ") for r in caplog.records) == 1  # said once
+    assert "failing_bindings" in record.reason
+    assert registry.binding_failures() == {
+        "testdev": f"bindings {__name__}:failing_bindings raised ImportError: no module named 'vendor_runtime'"
+    }
+
+
+def test_failing_bindings_are_a_named_error_every_time_under_strict(monkeypatch):
+    _vendor_with_failing_bindings()
+    monkeypatch.setenv("SPEC_HAL_STRICT", "1")
+    LOADER_CALLS.clear()
+    with emulate("testdev"):
+        for _ in range(2):
+            with pytest.raises(
+                BindingError, match="device 'testdev': bindings .*failing_bindings raised ImportError"
+            ):
+                run()
+    assert len(LOADER_CALLS) == 2  # tried again each time, never marked bound

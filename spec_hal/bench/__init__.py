@@ -481,15 +481,29 @@ def median_relative_spread(rows: list[dict[str, Any]]) -> float | None:
 
 
 def noise_warning(data: dict[str, Any]) -> str | None:
-    """A warning when the run's timings were noisy (see :data:`NOISY_SPREAD`), else None."""
+    """Warnings (one a line) when the run's timings were noisy (see :data:`NOISY_SPREAD`), or when a
+    portable row spread more than its median time (every speed-up of its op and size divides by
+    that median), else None."""
+    warnings = []
     spread = data.get("median_relative_spread")
-    if spread is None or spread <= NOISY_SPREAD:
-        return None
-    return (
-        f"warning: noisy timings (median spread {spread:.0%} of the median time, an idle machine "
-        f"stays under {NOISY_SPREAD:.0%}): other work shares this machine; compare ratios within this "
-        "run, or rerun on an idle machine"
-    )
+    if spread is not None and spread > NOISY_SPREAD:
+        warnings.append(
+            f"warning: noisy timings (median spread {spread:.0%} of the median time, an idle machine "
+            f"stays under {NOISY_SPREAD:.0%}): other work shares this machine; compare ratios within "
+            "this run, or rerun on an idle machine"
+        )
+    unsteady = [
+        f"{row['op']} {row['size']}"
+        for row in data.get("rows", ())
+        if row.get("provider") == "portable" and (row.get("spread_us") or 0) > (row.get("time_us") or 0)
+    ]
+    if unsteady:
+        shown = ", ".join(unsteady[:4]) + (f" and {len(unsteady) - 4} more" if len(unsteady) > 4 else "")
+        warnings.append(
+            f"warning: {len(unsteady)} portable row(s) spread more than their median time ({shown}): "
+            "the speed-ups measured against them are not to be trusted; rerun those ops (--ops)"
+        )
+    return "\n".join(warnings) or None
 
 
 def _grammar_rows(which: str, progress: Callable[[str], None] | None) -> list[dict[str, Any]]:

@@ -619,16 +619,18 @@ def planned(
 def run_suite(
     descriptor: DeviceDescriptor,
     selection: Selection | None = None,
-    progress: Callable[[Result], None] | None = None,
+    progress: Callable[[Result, int], None] | None = None,
 ) -> list[Result]:
+    """Run every planned check; ``progress(result, total)`` after each."""
     selection = selection or Selection()
     results = []
     with device_context(descriptor, selection.emulated):
-        for op, provider, case_class, name, thunk in planned(descriptor, selection):
+        checks = list(planned(descriptor, selection))  # thunks: planning runs nothing
+        for op, provider, case_class, name, thunk in checks:
             result = result_of(descriptor.name, op, provider, case_class, name, thunk)
             results.append(result)
             if progress is not None:
-                progress(result)
+                progress(result, len(checks))
     return results
 
 

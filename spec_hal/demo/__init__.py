@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import random
 import sys
 import time
@@ -316,8 +317,13 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _argument_problem(args: argparse.Namespace) -> str | None:
-    if args.temperature <= 0:
-        return f"--temperature: expected a value > 0, got {args.temperature}"
+    if not (0 < args.temperature < math.inf):  # NaN fails too
+        return f"--temperature: expected a finite value > 0, got {args.temperature}"
+    if args.simulate_acc_len is not None and not math.isfinite(args.simulate_acc_len):
+        return f"--simulate-acc-len: expected a finite number, got {args.simulate_acc_len}"
+    for flag, value in (("--topk", args.topk), ("--steps", args.steps), ("--page-size", args.page_size)):
+        if value < 1:
+            return f"{flag}: expected a value >= 1, got {value}"
     if any(not 0 < p <= 1 for p in args.top_p):
         return f"--top-p: expected values in (0, 1], got {','.join(map(str, args.top_p))}"
     batches = (args.requests,) if args.requests is not None else args.batches or (1,)
@@ -346,6 +352,8 @@ def _setup(args: argparse.Namespace) -> _Setup:
         use_graphs=not args.no_graphs,
     )
     spec.check(preset.model.vocab_size)
+    max_new_tokens = args.max_new_tokens or preset.max_new_tokens
+    _check_positions(size, preset, max_new_tokens, spec.num_steps)
     if args.requests is not None:
         batches: tuple[int, ...] = (args.requests,)
     else:
@@ -358,10 +366,23 @@ def _setup(args: argparse.Namespace) -> _Setup:
         exact_dtype=torch.float64 if dtype == torch.float64 else torch.float32,
         spec=spec,
         batches=batches,
-        max_new_tokens=args.max_new_tokens or preset.max_new_tokens,
+        max_new_tokens=max_new_tokens,
         graphs=spec.use_graphs and runtime.supports_graph_capture(device),
         grammars=None,
     )
+
+
+def _check_positions(size: str, preset: Preset, max_new_tokens: int, num_steps: int) -> None:
+    """The longest prompt, its new tokens and a draft past the last of them must fit the model's
+    position table (a ValueError naming the flags, not an IndexError deep in the model)."""
+    prompt = preset.prompt_lengths[1]
+    room = preset.model.max_positions - prompt - 1
+    if max_new_tokens + num_steps > room:
+        raise ValueError(
+            f"--max-new-tokens {max_new_tokens} with --steps {num_steps}: the {size} preset's model has "
+            f"{preset.model.max_positions} positions, prompts of up to {prompt} tokens leave "
+            f"--max-new-tokens + --steps <= {room}"
+        )
 
 
 def _count(number: float) -> str:
@@ -510,6 +531,12 @@ def _print_profile(setup: _Setup, model: TinyLM, seed: int) -> None:
         result: IterationProfile = profile_iteration(engine, requests)
     except Exception as error:  # a profiler this torch build or device lacks: the rest still runs
         print(f"  spec_hal ops: share not measured (torch.profiler failed: {error})")
+        return
+    if not result.op_calls:  # every request ended in the warm-up iteration: nothing to profile
+        print(
+            f"  spec_hal ops: share not measured (the requests end within one iteration of "
+            f"{setup.max_new_tokens} new tokens: raise --max-new-tokens)"
+        )
         return
     if result.clock == "device" and not result.ops_us:
         print("  spec_hal ops: share not measured (the profiler linked no kernel to an op's range)")

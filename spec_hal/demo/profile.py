@@ -9,7 +9,12 @@ the CPU there is no device clock: the share is of host time.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,6 +73,32 @@ def device_activity(device: torch.device) -> ProfilerActivity | None:
     return getattr(ProfilerActivity, name, None) if name else None
 
 
+#: A line Kineto (the profiler's backend) writes to the process's stderr as a profile starts and
+#: stops ("USDT:<date> <pid>:<tid> SyncActivityProfilerHandler.cpp:52] profiler_start").
+_PROFILER_MARK = re.compile(r"(USDT|STAGE):\d{4}-\d\d-\d\d [\d:.]+ \d+:\d+ \w+\.cpp:\d+\] ")
+
+
+@contextmanager
+def _without_profiler_marks() -> Iterator[None]:
+    """Kineto writes its marks at the file-descriptor level, past ``sys.stderr`` and any logging
+    setting: hold what the block writes to descriptor 2 in a file and write back every other line."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            text = held.read().decode(errors="replace")
+            kept = [line for line in text.splitlines(keepends=True) if not _PROFILER_MARK.match(line)]
+            sys.stderr.write("".join(kept))
+            sys.stderr.flush()
+
+
 def profile_iteration(engine: SpecDecoder, requests: list[Request]) -> IterationProfile:
     """Prefill ``requests`` on ``engine`` (eager: ``use_graphs=False``), run one iteration to warm up,
     then profile the next; then the requests end (their ``max_new_tokens`` cut to what they have)
@@ -81,7 +112,11 @@ def profile_iteration(engine: SpecDecoder, requests: list[Request]) -> Iteration
     runtime.synchronize(device)
     activity = device_activity(device)
     activities = [ProfilerActivity.CPU] + ([activity] if activity is not None else [])
-    with profile(activities=activities, acc_events=True) as profiler, record_function(ITERATION_RANGE):
+    with (
+        _without_profiler_marks(),
+        profile(activities=activities, acc_events=True) as profiler,
+        record_function(ITERATION_RANGE),
+    ):
         active = engine.advance(active)
         runtime.synchronize(device)
     for request in active:  # done here: the profile has its iteration

@@ -28,6 +28,7 @@ from torch import Tensor
 
 from ..opdef import OpDef, define_op, is_compiling
 from ..validation import (
+    check_distinct_elements,
     check_index,
     check_output,
     check_tensor,
@@ -37,6 +38,8 @@ from ..validation import (
 )
 
 __all__ = ["top_k_renorm_prob", "top_p_renorm_prob"]
+
+FLOAT32_MAX = torch.finfo(torch.float32).max
 
 
 # --------------------------------------------------------------------------------------------------
@@ -76,12 +79,10 @@ def _checked_out(
         return out
     if per_row is not None and _bytes_intersect(per_row, out):
         raise ValueError(f"{name}: expected a tensor that does not overlap out")
+    # Before the in-place return: probs expanded and passed as out too would have its rows race.
+    check_distinct_elements("out", out)
     if out is probs:
         return out
-    if torch._debug_has_internal_overlap(out) == 1:  # 1: overlap certain (2: not decided)
-        raise ValueError(
-            f"out: expected a tensor whose elements do not share memory (strides {out.stride()})"
-        )
     same = out.data_ptr() == probs.data_ptr() and out.stride() == probs.stride()
     if not same and _bytes_intersect(out, probs):
         raise ValueError("out: expected probs itself or a tensor that does not overlap probs")
@@ -103,7 +104,8 @@ def _bytes_intersect(a: Tensor, b: Tensor) -> bool:
 
 
 def _check_probs_values(probs: Tensor) -> None:
-    """Finite, non-negative, and no row summing to 0 (the renormalisation would divide by 0)."""
+    """Finite, non-negative, no row summing to 0 (the renormalisation would divide by 0) and none
+    whose float32 sum overflows (every provider would divide by inf and write zeros)."""
     if probs.numel() == 0:
         return
     smallest, largest = (float(v) for v in torch.aminmax(probs))
@@ -113,6 +115,13 @@ def _check_probs_values(probs: Tensor) -> None:
     zero_rows = (probs.amax(dim=1) == 0).nonzero()
     if zero_rows.numel():
         raise ValueError(f"probs: row {int(zero_rows[0, 0])} sums to 0 (nothing to renormalise)")
+    if largest * probs.shape[1] >= FLOAT32_MAX / 2:  # only then can a row's sum overflow (with rounding)
+        overflowing = probs.sum(dim=1).isinf().nonzero()
+        if overflowing.numel():
+            raise ValueError(
+                f"probs: row {int(overflowing[0, 0])} sums past float32's largest value "
+                "(scale the row down to renormalise it)"
+            )
 
 
 def _dispatch(
@@ -179,8 +188,8 @@ def top_k_renorm_prob(probs: Tensor, top_k: Tensor | int, out: Tensor | None = N
     renormalises it). Output: ``p_v / sum(kept)`` on the kept set, 0 elsewhere.
 
     Args:
-        probs: ``[B, V]`` float32, finite and non-negative, no row summing to 0 (rows need not sum
-            to 1).
+        probs: ``[B, V]`` float32, finite and non-negative, no row summing to 0 or past float32's
+            largest value (rows need not sum to 1).
         top_k: ``[B]`` int32/int64 tensor (one k per row) or an int for every row; a tensor must
             not overlap ``out``.
         out: optional ``[B, V]`` float32 output; may be ``probs`` itself (in place), otherwise it
@@ -195,7 +204,7 @@ def top_k_renorm_prob(probs: Tensor, top_k: Tensor | int, out: Tensor | None = N
         ValueError: shapes or devices that do not match, ``V == 0`` with ``B > 0``, an ``out``
             that partly overlaps ``probs`` or whose elements share memory, a ``top_k`` tensor that
             overlaps ``out``; on CPU tensors (accelerators: ``SPEC_HAL_DEBUG=1``) negative, NaN or
-            infinite probabilities and rows summing to 0.
+            infinite probabilities, rows summing to 0 and rows whose float32 sum overflows.
     """
     probs = _checked_probs(probs)
     batch, vocab = probs.shape
@@ -245,8 +254,8 @@ def top_p_renorm_prob(probs: Tensor, top_p: Tensor | float, out: Tensor | None =
     providers that add in another order.
 
     Args:
-        probs: ``[B, V]`` float32, finite and non-negative, no row summing to 0 (rows need not sum
-            to 1).
+        probs: ``[B, V]`` float32, finite and non-negative, no row summing to 0 or past float32's
+            largest value (rows need not sum to 1).
         top_p: ``[B]`` float32 tensor (one per row) or a float for every row, each in ``(0, 1]``; a
             tensor must not overlap ``out``.
         out: optional ``[B, V]`` float32 output; may be ``probs`` itself (in place), otherwise it
@@ -262,7 +271,7 @@ def top_p_renorm_prob(probs: Tensor, top_p: Tensor | float, out: Tensor | None =
             ``V == 0`` with ``B > 0``, an ``out`` that partly overlaps ``probs`` or whose elements
             share memory, a ``top_p`` tensor that overlaps ``out``; on CPU tensors (accelerators:
             ``SPEC_HAL_DEBUG=1``) ``top_p`` tensor values outside ``(0, 1]``, negative, NaN or
-            infinite probabilities and rows summing to 0.
+            infinite probabilities, rows summing to 0 and rows whose float32 sum overflows.
     """
     probs = _checked_probs(probs)
     batch = probs.shape[0]

@@ -41,6 +41,7 @@ from .model import (
 from .resolution import choose, fallbacks, implementations, resolve
 from .state import (
     STATE,
+    binding_failures,
     declare_intent,
     declare_unavailable,
     device,
@@ -113,7 +114,8 @@ class Registry:
 
     @contextmanager
     def isolated(self) -> Iterator[None]:
-        """Snapshot devices and providers; restore them (and drop bindings) on exit."""
+        """Snapshot devices, providers and the emulated vendor; restore exactly those (and drop
+        bindings) on exit, so that the block nests inside :meth:`emulate_cpu_as` and vice versa."""
         ensure_initialized()
         with STATE.lock:
             saved = (
@@ -122,6 +124,9 @@ class Registry:
                 set(STATE.loaded_bindings),
                 dict(STATE.unavailable),
                 dict(STATE.family_intents),
+                dict(STATE.runtimes),
+                dict(STATE.binding_failures),
+                STATE.emulated_cpu_vendor,  # an emulation around the block outlives it
             )
         try:
             yield
@@ -133,10 +138,12 @@ class Registry:
                     STATE.loaded_bindings,
                     STATE.unavailable,
                     STATE.family_intents,
+                    STATE.runtimes,
+                    STATE.binding_failures,
+                    STATE.emulated_cpu_vendor,
                 ) = saved
                 STATE.detection = None
                 STATE.vendor_by_type.clear()
-                STATE.emulated_cpu_vendor = None
                 invalidate_locked(registry_changed=True)
 
     invalidate = staticmethod(invalidate)
@@ -165,6 +172,7 @@ __all__ = [
     "Registry",
     "Runtime",
     "Variant",
+    "binding_failures",
     "choose",
     "current_device",
     "declare_intent",

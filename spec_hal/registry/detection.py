@@ -23,18 +23,21 @@ def _named(
     return next(((d, r) for d, r in results if d.name.lower() == wanted), None)
 
 
-def detect(facts: HostFacts | None = None) -> Detection:
-    """Probe every vendor in priority order and choose one (cached unless ``facts`` is given).
+def detect(facts: HostFacts | None = None, *, honour_override: bool = True) -> Detection:
+    """Probe every vendor in priority order and choose one (cached unless ``facts`` is given or
+    the override is not honoured).
 
     ``SPEC_HAL_DEVICE`` overrides the choice; an unknown name, or a known one whose device is not
-    usable, is a :class:`DeviceSelectionError` listing the known and the usable devices.
+    usable, is a :class:`DeviceSelectionError` listing the known and the usable devices. With
+    ``honour_override=False`` the choice is the one without it (``spec-hal info`` explains a bad
+    setting so).
     """
-    if facts is None and STATE.detection is not None:
+    if facts is None and honour_override and STATE.detection is not None:
         return STATE.detection
     results = _probe_all(facts or HostFacts())
     usable = [d.name for d, r in results if r.usable]
     known = [d.name for d, _ in results]
-    override = config.device_override()
+    override = config.device_override() if honour_override else None
     if override is not None:
         named = _named(results, override)
         if named is None:
@@ -61,7 +64,7 @@ def detect(facts: HostFacts | None = None) -> Detection:
         if skipped:
             why += "; higher priorities not usable: " + "; ".join(skipped)
         detection = Detection(d, why, tuple(r for _, r in results), False)
-    if facts is None:
+    if facts is None and honour_override:
         with STATE.lock:
             STATE.detection = detection
     return detection

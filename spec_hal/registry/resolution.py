@@ -82,6 +82,9 @@ def choose(op: str, descriptor: DeviceDescriptor, variant: Variant) -> Choice:
         unavailable = STATE.unavailable.get((descriptor.name, intent.provider))
         if unavailable:
             why += f": {unavailable}"
+        failed = STATE.binding_failures.get(descriptor.name)
+        if failed:
+            why += f" ({failed})"
     skipped.append((intent.provider, why))
     for impl in candidates:
         if impl is intended:

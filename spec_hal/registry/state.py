@@ -12,13 +12,15 @@ binds a vendor's kernel families with :func:`set_family_binder`.
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import threading
 from collections.abc import Callable
 from typing import Any
 
+from .. import config
 from .._version import API_VERSION
-from ..errors import DeviceSelectionError, PluginError
+from ..errors import BindingError, DeviceSelectionError, PluginError
 from .model import (
     PORTABLE,
     PRIORITY_PORTABLE,
@@ -49,6 +51,8 @@ class State:
         self.vendor_by_type: dict[str, DeviceDescriptor] = {}
         self.emulated_cpu_vendor: str | None = None
         self.runtimes: dict[str, Runtime] = {}
+        #: Vendors whose families or ``bindings`` raised when last loaded: name -> what raised.
+        self.binding_failures: dict[str, str] = {}
         self.unavailable: dict[tuple[str, str], str] = {}
         #: Intents a bound kernel family states for a vendor: (vendor, op) -> intent.
         self.family_intents: dict[tuple[str, str], Intent] = {}
@@ -64,6 +68,7 @@ class State:
 
 
 STATE = State()
+logger = logging.getLogger("spec_hal")
 
 
 def _new_lock_in_child() -> None:
@@ -133,6 +138,8 @@ def register_device(descriptor: DeviceDescriptor) -> None:
                 "that differ only in case cannot both be registered (SPEC_HAL_DEVICE ignores case)"
             )
         STATE.devices[descriptor.name] = descriptor
+        STATE.runtimes.pop(descriptor.name, None)  # the new descriptor may name another runtime
+        STATE.binding_failures.pop(descriptor.name, None)
         STATE.detection = None
         STATE.vendor_by_type.clear()
         STATE.loaded_bindings.discard(descriptor.name)
@@ -235,13 +242,13 @@ def devices() -> dict[str, DeviceDescriptor]:
 
 
 def device(name: str) -> DeviceDescriptor:
+    """The vendor named ``name``, in any case (as ``SPEC_HAL_DEVICE`` reads it: names that differ
+    only in case cannot both be registered)."""
     known = devices()
-    try:
-        return known[name]
-    except KeyError:
-        raise DeviceSelectionError(
-            f"unknown device {name!r}; known devices: {', '.join(sorted(known))}"
-        ) from None
+    found = known.get(name) or next((d for n, d in known.items() if n.lower() == name.lower()), None)
+    if found is None:
+        raise DeviceSelectionError(f"unknown device {name!r}; known devices: {', '.join(sorted(known))}")
+    return found
 
 
 def load_qualified(qualified: str) -> Any:
@@ -259,18 +266,49 @@ def runtime_of(descriptor: DeviceDescriptor) -> Runtime:
 
 
 def ensure_bindings(descriptor: DeviceDescriptor) -> None:
-    """Bind ``descriptor``'s kernel families and run its ``bindings``, once per registration."""
+    """Bind ``descriptor``'s kernel families and run its ``bindings``, once per registration.
+
+    A loader that raises leaves the vendor unbound (tried again on the next resolution) and its
+    error recorded (:func:`binding_failures`): under ``SPEC_HAL_STRICT=1`` a :class:`BindingError`
+    each time; otherwise the ops resolve without the vendor's providers, a recorded fallback where
+    one was intended."""
     if descriptor.name in STATE.loaded_bindings:
         return
     with STATE.lock:
         if descriptor.name in STATE.loaded_bindings:
             return
+        try:
+            _load_bindings(descriptor)
+        except Exception as error:
+            failure = f"{_loader_name(descriptor)} raised {type(error).__name__}: {error}"
+            again = STATE.binding_failures.get(descriptor.name) == failure
+            STATE.binding_failures[descriptor.name] = failure
+            if config.strict():
+                raise BindingError(f"{config.ENV_STRICT}=1: device {descriptor.name!r}: {failure}") from error
+            if not again:  # each op's first resolution retries: one warning per distinct failure
+                logger.warning("spec_hal: device %s: %s (its ops fall back)", descriptor.name, failure)
+            return
+        STATE.binding_failures.pop(descriptor.name, None)
         STATE.loaded_bindings.add(descriptor.name)
-        if descriptor.families and STATE.family_binder is not None:
-            STATE.family_binder(descriptor)
-        if descriptor.bindings is not None:
-            # A "module:function" is called every time bindings are (re)loaded: a cached module
-            # import alone would not register again after an isolated registry dropped them.
-            target = load_qualified(descriptor.bindings)
-            if callable(target):
-                target()
+
+
+def _load_bindings(descriptor: DeviceDescriptor) -> None:
+    if descriptor.families and STATE.family_binder is not None:
+        STATE.family_binder(descriptor)
+    if descriptor.bindings is not None:
+        # A "module:function" is called every time bindings are (re)loaded: a cached module
+        # import alone would not register again after an isolated registry dropped them.
+        target = load_qualified(descriptor.bindings)
+        if callable(target):
+            target()
+
+
+def _loader_name(descriptor: DeviceDescriptor) -> str:
+    if descriptor.bindings is None:
+        return f"the kernel families {', '.join(descriptor.families)}"
+    return f"bindings {descriptor.bindings}"
+
+
+def binding_failures() -> dict[str, str]:
+    """Vendors whose bindings raised when last loaded, with what they raised."""
+    return dict(STATE.binding_failures)

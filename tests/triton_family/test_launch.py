@@ -78,7 +78,9 @@ def test_first_launch_goes_through_triton_then_the_plan(fake_runtime):
     table = torch.arange(8, dtype=torch.int32)
     launch_5_2 = kernel.at((5, 2), BLOCK=64, num_warps=4)
     launch_5_2(table, 3, 0.5)  # Triton compiles and launches; a plan is filed
-    assert jit.jit_launches == [((5, 2), (table, 3, 0.5), {"BLOCK": 64, "num_warps": 4})]
+    assert jit.jit_launches == [
+        ((5, 2), (table, 3, 0.5), {"enable_fp_fusion": True, "BLOCK": 64, "num_warps": 4})
+    ]
     launch_5_2(table, 3, 0.5)  # same key: the plan
     kernel[(5, 2)](table, 3, 0.5, BLOCK=64, num_warps=4)  # Triton's syntax finds the same launch
     assert kernel.at((5, 2), BLOCK=64, num_warps=4) is launch_5_2
@@ -626,3 +628,13 @@ def test_a_launcher_builds_its_launches_once_per_launch_shape(op, sizes, monkeyp
             getattr(ops, op)(**inputs)
     assert first and built == []
     assert all(a is b for (a, _), (b, _) in zip(first, second, strict=True)) and len(first) == len(second)
+
+
+def test_every_launch_states_fp_fusion_instead_of_leaving_it_to_tritons_default():
+    """Triton 3.9 warns on every compile that leaves ``enable_fp_fusion`` unset (3.10 turns the
+    default off): every launch of the family states it, so no compile takes the default."""
+    from spec_hal.aot import capture
+    from spec_hal.kernels.triton.config import INTERPRETER
+
+    launches = capture({"interpreter": INTERPRETER}, "quick").launches["interpreter"]
+    assert launches and all(launch.kwargs.get("enable_fp_fusion") is True for launch in launches)

@@ -26,6 +26,7 @@ from triton_family.test_tree import (
 )
 from triton_family.test_vocab import SMALL_GRID, provider
 
+from spec_hal import ops
 from spec_hal.conformance.cases import renorm as renorm_cases
 from spec_hal.conformance.runner import all_cases
 from spec_hal.kernels.triton import renorm as renorm_kernels
@@ -354,3 +355,20 @@ def renorm_kernels_reference(op):
     from spec_hal import registry
 
     return registry.ops()[op].reference
+
+
+# --------------------------------------------------------------------------------------------------
+# Inputs the contract refuses before any provider runs (issue #42)
+
+
+@pytest.mark.parametrize("op, parameter", [(K, 2), (P, 0.5)])
+def test_in_place_on_an_expanded_probs_is_refused(triton_vendor, op, parameter):
+    probs = torch.tensor([0.1, 0.2, 0.3, 0.4]).expand(3, 4)
+    with pytest.raises(ValueError, match="out: expected a tensor whose elements do not share memory"):
+        getattr(ops, op)(probs, parameter, out=probs)
+
+
+@pytest.mark.parametrize("op, parameter", [(K, 2), (P, 0.5)])
+def test_a_row_whose_sum_overflows_float32_is_refused(triton_vendor, op, parameter):
+    with pytest.raises(ValueError, match="probs: row 0 sums past float32's largest value"):
+        getattr(ops, op)(torch.tensor([[3e38, 3e38, 1.0]]), parameter)

@@ -214,3 +214,13 @@ def test_register_returns_every_op():
         assert sorted(register_launchers("cuda", INTERPRETER, sampling_kernels.LAUNCHERS)) == sorted(OPS)
         for op in OPS:
             assert any(i.provider == "triton" for i in registry.implementations(op, "cuda"))
+
+
+def test_draft_topk1_postprocess_refuses_an_expanded_positions(triton_vendor):
+    """Every entry of an expanded ``positions`` is one counter: the provider would add B to it."""
+    from spec_hal import ops
+
+    positions = torch.zeros(1, dtype=torch.int64).expand(3)
+    with pytest.raises(ValueError, match="positions: expected a tensor whose elements do not share memory"):
+        ops.draft_topk1_postprocess(torch.randn(3, 8), positions)
+    assert int(positions[0]) == 0

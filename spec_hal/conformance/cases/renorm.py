@@ -348,6 +348,7 @@ def bad_cases() -> list[BadCase]:
             bad_case(op, "out_device", valid, ValueError, "out", out=lambda x: x.to("meta")),
             BadCase(op, "out_overlaps_probs", _with_overlapping_out(valid), ValueError, "out"),
             bad_case(op, "out_expanded", valid, ValueError, "out", out=lambda x: x[:1].expand_as(x)),
+            BadCase(op, "in_place_expanded", _in_place_expanded(valid), ValueError, "out"),
             BadCase(op, f"{name}_in_out", _with_parameter_in_out(valid, name), ValueError, name),
             bad_case(op, f"{name}_shape", valid, ValueError, name, **_changing(name, lambda x: x[:2])),
             bad_case(op, f"{name}_device", valid, ValueError, name, **_changing(name, lambda x: x.to("meta"))),
@@ -357,6 +358,7 @@ def bad_cases() -> list[BadCase]:
             bad_case(op, "nan_probs", valid, ValueError, "probs", value_check=True, probs=with_entry((2, 0), float("nan"))),
             bad_case(op, "inf_probs", valid, ValueError, "probs", value_check=True, probs=with_entry((0, 5), float("inf"))),
             bad_case(op, "zero_row", valid, ValueError, "probs", value_check=True, probs=_zero_row),
+            bad_case(op, "sum_overflows", valid, ValueError, "probs", value_check=True, probs=_overflowing_row),
         ]  # fmt: skip
     cases += [
         bad_case(k, "top_k_float_tensor", top_k, TypeError, "top_k", top_k=lambda x: x.float()),
@@ -417,3 +419,23 @@ def _zero_row(probs: torch.Tensor) -> torch.Tensor:
     probs = probs.clone()
     probs[1] = 0
     return probs
+
+
+def _overflowing_row(probs: torch.Tensor) -> torch.Tensor:
+    """Finite values whose float32 sum is inf: renormalised, they would divide by inf."""
+    probs = probs.clone()
+    probs[1, :2] = 3e38
+    return probs
+
+
+def _in_place_expanded(
+    builder: Callable[[torch.device], dict[str, Any]],
+) -> Callable[[torch.device], dict[str, Any]]:
+    """``builder``'s call in place on a ``probs`` whose rows are one row, expanded."""
+
+    def build(device: torch.device) -> dict[str, Any]:
+        kwargs = builder(device)
+        kwargs["probs"] = kwargs["out"] = kwargs["probs"][:1].expand_as(kwargs["probs"])
+        return kwargs
+
+    return build

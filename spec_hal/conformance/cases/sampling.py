@@ -805,6 +805,7 @@ def bad_cases() -> list[BadCase]:
         bad_case("draft_topk1_postprocess", "logits_stride", draft, ValueError, "logits", logits=lambda x: x.t().contiguous().t()),
         bad_case("draft_topk1_postprocess", "positions_f32", draft, TypeError, "positions", positions=lambda x: x.float()),
         bad_case("draft_topk1_postprocess", "positions_shape", draft, ValueError, "positions", positions=lambda x: x[:1]),
+        bad_case("draft_topk1_postprocess", "positions_expanded", draft, ValueError, "positions", positions=lambda x: x[:1].expand_as(x)),
         bad_case("draft_topk1_postprocess", "draft_tokens_i32", draft, TypeError, "draft_tokens", draft_tokens=lambda x: x.int()),
         bad_case("draft_topk1_postprocess", "column_out_of_range", draft, ValueError, "draft_token_column", draft_token_column=3),
         bad_case("draft_topk1_postprocess", "negative_column", draft, ValueError, "draft_token_column", draft_token_column=-1),

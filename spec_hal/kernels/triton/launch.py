@@ -52,6 +52,9 @@ from triton.runtime import driver
 
 #: Plans one launch keeps; launches with further keys take Triton's path.
 MAX_PLANS = 1024
+#: Compile options every launch states. Mul+add fused into FMA is Triton's default up to 3.9, which
+#: warns that 3.10 turns it off: stated here, the kernels' results do not change with Triton's default.
+COMPILE_OPTIONS: dict[str, Any] = {"enable_fp_fusion": True}
 #: Launches one kernel keeps by (grid, options) for :meth:`Kernel.at` (emptied when full).
 MAX_LAUNCHES = 1024
 #: Argument signatures one kernel plans for; launches of further signatures take Triton's path.
@@ -177,7 +180,7 @@ class Kernel:
         if found is None:
             if len(self._launches) >= MAX_LAUNCHES:  # options that change on every call
                 self._launches.clear()
-            found = self._launches[key] = Launch(self, tuple(grid), options)
+            found = self._launches[key] = Launch(self, tuple(grid), {**COMPILE_OPTIONS, **options})
         return found
 
     def __getitem__(self, grid: Sequence[int]) -> Callable[..., None]:

@@ -12,6 +12,7 @@ from ..._constants import SIMULATED_TOKEN
 from ...opdef import define_op
 from ...validation import (
     ANY_SIZE,
+    check_distinct_elements,
     check_fits_int32,
     check_index,
     check_non_negative,
@@ -70,7 +71,8 @@ def draft_topk1_postprocess(
 
     Args:
         logits: ``[B, V]`` floating, unit stride along V.
-        positions: ``[B]`` int32/int64, incremented in place.
+        positions: ``[B]`` int32/int64, incremented in place; its entries in distinct memory (not
+            an expanded tensor).
         draft_tokens: optional ``[B, C]`` int64, column ``draft_token_column`` written.
         draft_token_column: ``0 <= column < C``.
         out: optional ``(topk_p[B, 1] f32, topk_index[B, 1] i64)``.
@@ -85,6 +87,7 @@ def draft_topk1_postprocess(
     if vocab > 1 and logits.stride()[1] != 1:
         raise ValueError(f"logits: expected unit stride along V, got strides {logits.stride()}")
     check_index("positions", positions, shape=(batch,))
+    check_distinct_elements("positions", positions)
     check_positive_int("draft_token_column", draft_token_column, minimum=0)
     if draft_tokens is not None:
         check_tensor("draft_tokens", draft_tokens, dtype=torch.int64, shape=(batch, ANY_SIZE))
