@@ -418,5 +418,7 @@ def test_few_programs_walk_the_vocabulary_tile():
     assert (split_tiled.grid, split_tiled.options["BLOCK"]) == ((2, 2), 256)
     assert walk_tile(dataclasses.replace(TILED, vocab_num_warps=0), TILED_VOCAB) == (256, 1)  # copy warps
     # The softmax walks take the vocabulary tile at any batch.
-    (softmax,) = softmax_kernels._softmax_launches(TILED, 64, TILED_VOCAB, False, False, False, False).launches
+    (softmax,) = softmax_kernels._softmax_launches(
+        TILED, 64, TILED_VOCAB, False, False, False, False
+    ).launches
     assert softmax.options["BLOCK"] == 256
