@@ -8,7 +8,8 @@
 #
 # Stages: GPU_TESTS_TIMEOUT, CHECK_TIMEOUT, BENCH_TIMEOUT, SWEEP_TIMEOUT and DEMO_TIMEOUT bound the GPU
 # tests, the conformance suite, the bench, the launch-configuration sweep (off unless set) and the
-# demo (seconds); 0 skips that stage. CHECK_OPS (comma-separated op names) narrows the conformance
+# demo (seconds); 0 skips that stage. AB_BASE (a folder holding another checkout) adds a same-run
+# A/B of the bench on AB_OPS, bounded per side by AB_TIMEOUT. CHECK_OPS (comma-separated op names) narrows the conformance
 # suite. A full-size bench takes longer than fits beside the conformance suite in one call: run them
 # in two calls (CHECK_TIMEOUT=0 BENCH_TIMEOUT=540 for the bench).
 #
@@ -61,6 +62,18 @@ if [ "${SWEEP_TIMEOUT:-0}" != 0 ]; then
     step sweep
     timeout "$SWEEP_TIMEOUT" python3 -m spec_hal bench --sweep --device cuda ${SWEEP_OPS:+--ops "$SWEEP_OPS"} \
         --json "$OUT/sweep-h200.json" 2>&1 | tee "$OUT/sweep.log" | tail -80
+fi
+
+if [ -n "${AB_BASE:-}" ]; then
+    # A same-run A/B: AB_BASE is another checkout of spec_hal carried with the call (say a worktree of
+    # the commit before a kernel change, in a folder .git/info/exclude ignores, named in carry); each
+    # side is benched in its own process on AB_OPS at the full sizes, this checkout after the base.
+    step "A/B: $AB_BASE against this checkout (${AB_OPS:-all ops})"
+    for side in base new; do
+        root=$PWD; [ "$side" = base ] && root=$AB_BASE
+        PYTHONPATH=$root timeout "${AB_TIMEOUT:-240}" python3 -m spec_hal bench --device cuda --sizes full \
+            ${AB_OPS:+--ops "$AB_OPS"} --json "$OUT/ab-$side.json" 2>&1 | tee "$OUT/ab-$side.log" | tail -40
+    done
 fi
 
 if [ "${DEMO_TIMEOUT:-150}" != 0 ]; then
