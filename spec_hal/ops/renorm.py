@@ -47,9 +47,13 @@ FLOAT32_MAX = torch.finfo(torch.float32).max
 
 
 def renormalise_at_least(probs: Tensor, tau: Tensor, out: Tensor) -> None:
-    """``out = p / sum(kept)`` on the kept set ``p >= tau`` (``tau`` ``[B, 1]``), 0 elsewhere."""
+    """``out = p / sum(kept)`` on the kept set ``p >= tau`` (``tau`` ``[B, 1]``), 0 elsewhere.
+
+    The kept mass is the last entry of the row's running sum, not a reduction: torch splits a
+    reduction with few outputs (a row alone) over threads or blocks, adding a row in another order
+    than in a batch; a scan walks each row the same way at any batch."""
     kept = torch.where(probs >= tau, probs, torch.zeros((), dtype=probs.dtype, device=probs.device))
-    out.copy_(kept / kept.sum(dim=1, keepdim=True))  # kept is a new tensor: out may be probs
+    out.copy_(kept / kept.cumsum(dim=1)[:, -1:])  # kept is a new tensor: out may be probs
 
 
 def _bytes_moved(probs: Tensor, **_: object) -> int:

@@ -127,8 +127,11 @@ def sample_inverse_cdf(weights: Tensor, coin: Tensor, *, fallback_last_positive:
     sum exceeds ``coin * sum``. Where none does (rounding, an all-zero row) the tree kernel falls back
     to the last positive index, the chain kernel (and the tree kernel on an all-zero row) to V-1."""
     vocab = weights.shape[-1]
-    threshold = coin * weights.sum(-1)
-    first = first_true(weights.cumsum(-1) > threshold[:, None])
+    # The total is the running sum's last entry: a reduction of a lone row would add it in another
+    # order than in a batch (torch splits reductions with few outputs).
+    running = weights.cumsum(-1)
+    threshold = coin * running[:, -1]
+    first = first_true(running > threshold[:, None])
     fallback = torch.full_like(first, vocab - 1)
     if fallback_last_positive:
         positions = torch.arange(vocab, device=weights.device)
