@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import io
 import json
 import re
@@ -155,30 +156,15 @@ class Capture:
 
 
 @contextlib.contextmanager
-def _recording(
-    launchers: Mapping[str, Callable[..., None]], sink: list[tuple[Any, tuple, dict]]
-) -> Iterator[Any]:
+def _dispatching_to(launchers: Mapping[str, Callable[..., None]]) -> Iterator[Any]:
     """Inside: every family op's dispatch calls its launcher with the launch configuration set on
-    the yielded object (``.config``), and every :class:`~spec_hal.kernels.triton.launch.Launch` is
-    appended to ``sink`` (jit function, arguments, keyword arguments) instead of run (each of a
-    :class:`~spec_hal.kernels.triton.launch.LaunchSequence`'s launches)."""
+    the yielded object (``.config``)."""
     from . import ops
-    from .kernels.triton.launch import Launch, LaunchSequence
 
     class Current:
         config: Any = None
 
-    def record(launch: Any, *args: Any) -> None:
-        sink.append((launch.kernel.jit, args, dict(launch.options)))
-
-    def record_each(sequence: Any, *args: Any) -> None:
-        for launch in sequence.launches:
-            record(launch, *args)
-
-    original = Launch.__call__, LaunchSequence.__call__
     patched = []
-    Launch.__call__ = record  # type: ignore[method-assign, assignment]
-    LaunchSequence.__call__ = record_each  # type: ignore[method-assign, assignment]
     try:
         for name, launcher in launchers.items():
             op = getattr(ops, name)
@@ -187,9 +173,21 @@ def _recording(
             patched.append(op)
         yield Current
     finally:
-        Launch.__call__, LaunchSequence.__call__ = original  # type: ignore[method-assign]
         for op in patched:
             del op.dispatch
+
+
+def _launches_of(op: str, sizes: dict[str, Any], call: Callable[[], Any]) -> list[Launch]:
+    """The launches ``call`` makes, recorded and not made (each of a launch sequence's)."""
+    from .kernels.triton.launch import LaunchSequence, recording
+
+    with recording(launch=False) as recorded:
+        call()
+    return [
+        Launch(op, sizes, launch.kernel.jit, args, dict(launch.options))
+        for made, args in recorded
+        for launch in (made.launches if isinstance(made, LaunchSequence) else (made,))
+    ]
 
 
 #: Sizes that reach kernels the bench's sizes never launch: the two-launch move of one segment
@@ -245,8 +243,7 @@ def capture(configs: Mapping[str, Any], which: str = "full", ops: Sequence[str] 
             raise ValueError(f"ops: {name!r} is not an op of the Triton family ({', '.join(LAUNCHERS)})")
     found = builders()
     result = Capture({vendor: [] for vendor in configs})
-    sink: list[tuple[Any, tuple, dict]] = []
-    with _recording(LAUNCHERS, sink) as current:
+    with _dispatching_to(LAUNCHERS) as current:
         for name in ops if ops is not None else LAUNCHERS:
             builder = found.get(name)
             if builder is None:
@@ -261,9 +258,9 @@ def capture(configs: Mapping[str, Any], which: str = "full", ops: Sequence[str] 
                             kwargs = builder(torch.device(device), **sizes)
                         for vendor, config in configs.items():
                             current.config = config
-                            sink.clear()
-                            getattr(public_ops, name)(**kwargs)
-                            launches[vendor] = [Launch(name, sizes, *made) for made in sink]
+                            launches[vendor] = _launches_of(
+                                name, sizes, functools.partial(getattr(public_ops, name), **kwargs)
+                            )
                     except Exception as exc:
                         error = f"{type(exc).__name__}: {exc}"
                         continue
@@ -301,7 +298,8 @@ def specialise(launches: Sequence[Launch], target: Target, *, every: bool = True
     size, whose tiles put the most pressure on registers and shared memory)."""
     from triton import knobs
     from triton.compiler import make_backend
-    from triton.runtime.jit import create_function_from_signature
+
+    from .kernels.triton.internals import pack_args, tritons_binder
 
     if not every:
         launches = list({id(launch.jit): launch for launch in launches}.values())
@@ -313,7 +311,7 @@ def specialise(launches: Sequence[Launch], target: Target, *, every: bool = True
         jit = launch.jit
         binder = binders.get(id(jit))
         if binder is None:
-            binder = binders[id(jit)] = create_function_from_signature(jit.signature, jit.params, backend)
+            binder = binders[id(jit)] = tritons_binder(jit, backend)
         # The options the JIT adds to every launch (JITFunction.run).
         kwargs = {
             **launch.kwargs,
@@ -324,8 +322,8 @@ def specialise(launches: Sequence[Launch], target: Target, *, every: bool = True
         key = (id(jit), str(specialization) + str(options))
         entry = found.get(key)
         if entry is None:
-            parsed, signature, constexprs, attrs = jit._pack_args(
-                backend, kwargs, bound, specialization, options
+            parsed, signature, constexprs, attrs = pack_args(
+                jit, backend, kwargs, bound, specialization, options
             )
             entry = found[key] = Specialisation(
                 kernel=jit.fn.__name__,

@@ -2,7 +2,8 @@
 
 ``spec-hal info`` explains the detected device (every probe's three answers), the binding of every
 op (provider, and why the others were not chosen), plugins and versions; ``--json`` gives the same
-data with top-level keys schema_version, device, probes, ops, plugins, versions.
+data with top-level keys schema_version, device, probes, ops, plugins, versions, triton_launches
+(planned launches or Triton's own launch path, and why; null without Triton).
 
 Exit codes: 0 success; 1 a conformance check failed; 2 the command cannot run as asked (a usage
 error, an unknown op or provider in ``SPEC_HAL_OPS``, an absent device, a missing extra), said in
@@ -100,7 +101,19 @@ def info_data(device_name: str | None = None) -> dict[str, Any]:
         "ops": ops,
         "plugins": [r.to_json() for r in plugins.reports()],
         "versions": versions(__version__),
+        "triton_launches": _triton_launches(),
     }
+
+
+def _triton_launches() -> dict[str, Any] | None:
+    """How this process launches the Triton family's kernels: planned launches, or Triton's own
+    path, and why (None without Triton)."""
+    try:
+        from .kernels.triton.launch import launch_path
+    except ImportError:
+        return None
+    planned, reason = launch_path()
+    return {"planned": planned, "reason": reason}
 
 
 #: The built-in vendors, in the order of the vendor matrix (docs/vendors.md).
@@ -175,6 +188,8 @@ def _print_info(data: dict[str, Any]) -> None:
     print("\nversions:")
     for name, value in data["versions"].items():
         print(f"  {name:<28} {value or '-'}")
+    if data["triton_launches"]:
+        print(f"\ntriton launches: {data['triton_launches']['reason']}")
 
 
 def check_op_overrides(descriptor: registry.DeviceDescriptor) -> None:

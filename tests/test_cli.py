@@ -30,7 +30,15 @@ def test_info_json_has_the_documented_keys_and_every_op_bound():
     done = spec_hal("info", "--json")
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
-    assert set(data) == {"schema_version", "device", "probes", "ops", "plugins", "versions"}
+    assert set(data) == {
+        "schema_version",
+        "device",
+        "probes",
+        "ops",
+        "plugins",
+        "versions",
+        "triton_launches",
+    }
     assert data["schema_version"] == 1
     assert data["device"]["name"] == "cpu"
     assert [p["vendor"] for p in data["probes"]] == ["hip", "musa", "cuda", "npu", "xpu", "cpu"]
@@ -557,6 +565,27 @@ def test_info_explains_a_bad_device_setting_instead_of_refusing(setting, args, e
 def test_compile_without_triton_says_how_to_install_it():
     line = one_line_error(python_with("triton", "compile", "--vendor", "hip"))
     assert 'spec-hal compile needs Triton: pip install "spec-hal[triton]"' in line
+
+
+def test_info_shows_how_triton_kernels_launch(monkeypatch, capsys):
+    pytest.importorskip("triton")
+    from spec_hal import cli
+    from spec_hal.kernels.triton import internals, launch
+
+    monkeypatch.setattr(launch, "_INTERPRETED", False)
+    off_the_gate = internals.gate("3.99.0")
+    monkeypatch.setattr(internals, "_planned", off_the_gate[0])
+    monkeypatch.setattr(internals, "_reason", off_the_gate[1])
+    data = cli.info_data()
+    assert data["triton_launches"] == {"planned": False, "reason": off_the_gate[1]}
+    cli._print_info(data)
+    assert f"triton launches: {off_the_gate[1]}" in capsys.readouterr().out.splitlines()
+
+
+def test_info_without_triton_has_no_triton_launches():
+    done = python_with("triton", "info", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["triton_launches"] is None
 
 
 def test_info_header_shows_an_absent_triton_as_its_table_does(monkeypatch, capsys):

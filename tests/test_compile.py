@@ -110,6 +110,7 @@ def configs():
 @needs_compiler
 def test_capture_records_the_providers_launches_with_each_vendors_configuration(configs):
     from spec_hal import ops
+    from spec_hal.kernels.triton import launch as launch_module
     from spec_hal.kernels.triton.launch import Launch
 
     launch = Launch.__call__
@@ -123,8 +124,8 @@ def test_capture_records_the_providers_launches_with_each_vendors_configuration(
     # 64 on AMD and 32 on NVIDIA.
     hip, cuda = captured.launches["hip"][0], captured.launches["cuda"][0]
     assert hip.kwargs["ROWS"] * hip.kwargs["COLS"] == 64 and cuda.kwargs["ROWS"] * cuda.kwargs["COLS"] == 32
-    # Nothing was launched and nothing is left patched.
-    assert Launch.__call__ is launch
+    # Nothing was launched and nothing is left patched or recording.
+    assert Launch.__call__ is launch and launch_module._recorded is None and launch_module._recorded_launch
     assert "dispatch" not in vars(ops.align_evict_mask_to_page_size)
     with pytest.raises(ValueError, match="ops: 'no_such_op' is not an op of the Triton family"):
         aot.capture(configs, "quick", ops=["no_such_op"])

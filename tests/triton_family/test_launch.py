@@ -15,22 +15,33 @@ import torch
 import triton
 import triton.language as tl
 
-from spec_hal.kernels.triton import launch
+from spec_hal.kernels.triton import internals, launch
 from spec_hal.kernels.triton.launch import Kernel, cdiv, next_power_of_2
 
 
+class FakeLauncher:
+    """A compiled kernel's launcher: the wrapper passes its arguments on to the C entry point."""
+
+    def __init__(self, compiled: FakeCompiled) -> None:
+        self.compiled = compiled
+
+    def __call__(self, *args):
+        self.launch(*args)
+
+    def launch(self, *args):
+        self.compiled.launches.append(args)
+        self.compiled.journal.append(self.compiled.label)
+
+
 class FakeCompiled:
-    def __init__(self, label: str, journal: list[str] | None = None) -> None:
+    def __init__(self, label: str, journal: list[str] | None = None, launcher=FakeLauncher) -> None:
         self.label = label
         self.function = f"function-{label}"
         self.packed_metadata = f"metadata-{label}"
+        self.run = launcher(self)
         self.launches: list[tuple] = []
         #: Shared by a JIT's binaries: the labels of their launches, in order.
         self.journal = [] if journal is None else journal
-
-    def run(self, *args):
-        self.launches.append(args)
-        self.journal.append(self.label)
 
 
 class FakeJit:
@@ -41,6 +52,8 @@ class FakeJit:
         self.jit_launches: list[tuple] = []
         self.binaries: dict[tuple, FakeCompiled] = {}
         self.journal: list[str] = []
+        #: Makes a binary's launcher from the binary.
+        self.launcher = FakeLauncher
 
     def binder(self, *args, **kwargs):
         # Specialisation like Triton's: the dtype-ish "kind" of each argument and whether ints are 1.
@@ -56,7 +69,9 @@ class FakeJit:
             self.jit_launches.append((grid, args, kwargs))
             _, specialization, options = self.binder(*args, **kwargs)
             key = (tuple(specialization), tuple(options.items()))
-            return self.binaries.setdefault(key, FakeCompiled(str(len(self.binaries)), self.journal))
+            return self.binaries.setdefault(
+                key, FakeCompiled(str(len(self.binaries)), self.journal, self.launcher)
+            )
 
         return run
 
@@ -66,9 +81,9 @@ def fake_runtime(monkeypatch):
     driver = types.SimpleNamespace(get_current_device=lambda: 0, get_current_stream=lambda device: 1234)
     monkeypatch.setattr(launch, "driver", types.SimpleNamespace(active=driver))
     monkeypatch.setattr(launch, "_INTERPRETED", False)
-    monkeypatch.setattr(launch.knobs.runtime, "launch_enter_hook", None)
-    monkeypatch.setattr(launch.knobs.runtime, "launch_exit_hook", None)
-    monkeypatch.setattr(launch.knobs.runtime, "debug", False)
+    monkeypatch.setattr(triton.knobs.runtime, "launch_enter_hook", None)
+    monkeypatch.setattr(triton.knobs.runtime, "launch_exit_hook", None)
+    monkeypatch.setattr(triton.knobs.runtime, "debug", False)
     return driver
 
 
@@ -240,9 +255,9 @@ def test_launch_hooks_and_the_interpreter_take_the_jit_path(fake_runtime, monkey
     jit = FakeJit()
     kernel = Kernel(jit)
     kernel[(1,)](7, BLOCK=64)
-    monkeypatch.setattr(launch.knobs.runtime, "launch_enter_hook", lambda *args: None)
+    monkeypatch.setattr(triton.knobs.runtime, "launch_enter_hook", lambda *args: None)
     kernel[(1,)](7, BLOCK=64)
-    monkeypatch.setattr(launch.knobs.runtime, "launch_enter_hook", None)
+    monkeypatch.setattr(triton.knobs.runtime, "launch_enter_hook", None)
     monkeypatch.setattr(launch, "_INTERPRETED", True)
     kernel[(1,)](7, BLOCK=64)
     assert len(jit.jit_launches) == 3
@@ -255,18 +270,18 @@ def test_an_exit_hook_or_a_debug_switch_is_honoured(fake_runtime, monkeypatch):
     for _ in range(3):
         kernel[(1,)](7, BLOCK=64)
     assert len(jit.jit_launches) == 1
-    monkeypatch.setattr(launch.knobs.runtime, "launch_exit_hook", lambda *args: None)
+    monkeypatch.setattr(triton.knobs.runtime, "launch_exit_hook", lambda *args: None)
     kernel[(1,)](7, BLOCK=64)
     assert len(jit.jit_launches) == 2
-    monkeypatch.setattr(launch.knobs.runtime, "launch_exit_hook", None)
-    monkeypatch.setattr(launch.knobs.runtime, "debug", True)  # Triton compiles debug binaries then
+    monkeypatch.setattr(triton.knobs.runtime, "launch_exit_hook", None)
+    monkeypatch.setattr(triton.knobs.runtime, "debug", True)  # Triton compiles debug binaries then
     kernel[(1,)](7, BLOCK=64)
     assert len(jit.jit_launches) == 3
-    monkeypatch.setattr(launch.knobs.runtime, "debug", False)
-    monkeypatch.setattr(launch.knobs.compilation, "instrumentation_mode", "consan")
+    monkeypatch.setattr(triton.knobs.runtime, "debug", False)
+    monkeypatch.setattr(triton.knobs.compilation, "instrumentation_mode", "consan")
     kernel[(1,)](7, BLOCK=64)
     assert len(jit.jit_launches) == 4
-    monkeypatch.setattr(launch.knobs.compilation, "instrumentation_mode", "")
+    monkeypatch.setattr(triton.knobs.compilation, "instrumentation_mode", "")
     kernel[(1,)](7, BLOCK=64)  # the plan again
     assert len(jit.jit_launches) == 4
 
@@ -275,7 +290,7 @@ def test_an_empty_hook_chain_is_no_hook(fake_runtime, monkeypatch):
     """Triton 3.6 keeps a HookChain (never None) as the launch hook: empty, it must not force the JIT
     path (the H200 profile showed every launch taking it)."""
     chain = types.SimpleNamespace(calls=[])
-    monkeypatch.setattr(launch.knobs.runtime, "launch_enter_hook", chain)
+    monkeypatch.setattr(triton.knobs.runtime, "launch_enter_hook", chain)
     jit = FakeJit()
     kernel = Kernel(jit)
     for _ in range(3):
@@ -567,31 +582,135 @@ def test_the_direct_launch_passes_what_the_wrapper_passes(launcher_type):
         setattr(run, name, value)
     calls = []
     run.launch = lambda *args: calls.append(args)
-    go = launch.direct_launch(run, "function", "metadata", (64, 1))
+    go = internals.direct_launch(run, "function", "metadata", (64, 1))
     assert go is not None
     go(3, 2, 1, 99, (111, 5, 0.5))
     run(3, 2, 1, 99, "function", "metadata", None, None, None, 111, 5, 0.5, 64, 1)
     assert len(calls) == 2 and calls[0] == calls[1]
 
 
-def test_no_direct_launch_where_the_wrapper_does_more():
+def test_a_wrapper_that_allocates_scratch_is_called_itself():
     class Scratch(Triton36StyleLauncher):
         global_scratch_size = 128  # allocates per launch
 
-    class Twice(Triton36StyleLauncher):
-        def __call__(self, *args):
-            super().__call__(*args)
-            super().__call__(*args)
+    run = Scratch()
+    calls = []
+    run.launch = lambda *args: calls.append(args)
+    internals.direct_launch(run, "function", "metadata", (64,))(3, 2, 1, 99, (111,))
+    assert calls == [
+        (3, 2, 1, 99, "function", False, True, None, None, "metadata", None, None, None, 111, 64)
+    ]
 
-    class Reorders(Triton36StyleLauncher):
-        def __call__(self, x, y, z, stream, function, *args):
-            self.launch(x, y, z, stream, function, *reversed(args))
 
-    for launcher_type in (Scratch, Twice, Reorders):
-        run = launcher_type()
+class Twice(Triton36StyleLauncher):
+    def __call__(self, *args):
+        super().__call__(*args)
+        super().__call__(*args)
+
+
+class Reorders(Triton36StyleLauncher):
+    def __call__(self, x, y, z, stream, function, *args):
+        self.launch(x, y, z, stream, function, *reversed(args))
+
+
+class Raises(Triton36StyleLauncher):
+    def __call__(self, *args):
+        raise TypeError("another signature")
+
+
+class NoEntryPoint:
+    def __call__(self, *args):
+        pass
+
+
+@pytest.mark.parametrize("launcher_type", [Twice, Reorders, Raises, NoEntryPoint], ids=lambda t: t.__name__)
+def test_learning_fails_where_the_wrapper_does_more_than_pass_its_arguments_on(launcher_type):
+    run = launcher_type()
+    if launcher_type is not NoEntryPoint:
         run.launch = lambda *args: None
-        assert launch.direct_launch(run, "function", "metadata", ()) is None
-    assert launch.direct_launch(FakeCompiled("x").run, "function", "metadata", ()) is None  # no C entry point
+    with pytest.raises(internals.LearningFailed):
+        internals.direct_launch(run, "function", "metadata", ())
+
+
+@pytest.fixture
+def gate_state(monkeypatch):
+    """The gate's state as this process's Triton left it, restored after the test."""
+    monkeypatch.setattr(internals, "_planned", True)
+    monkeypatch.setattr(internals, "_reason", "planned launches (stand-in)")
+
+
+def test_the_gate_plans_on_verified_releases_only():
+    for version in ("3.6.0", "3.6.1", "3.7.1"):
+        assert internals.gate(version) == (
+            True,
+            f"planned launches (Triton {version}; verified on 3.6.x, 3.7.x)",
+        )
+    for version in ("3.5.1", "3.9.0", "4.0.0", "3.10.0+git1234"):
+        planned, reason = internals.gate(version)
+        assert not planned
+        assert (
+            reason.startswith("Triton's own launch path:") and f"Triton {version} is not a release" in reason
+        )
+
+
+def test_a_release_off_the_gate_launches_through_triton_every_time(fake_runtime, gate_state, monkeypatch):
+    monkeypatch.setattr(internals, "_planned", False)
+    jit = FakeJit()
+    kernel = Kernel(jit)
+    for _ in range(3):
+        kernel[(2,)](7, BLOCK=64)
+    assert len(jit.jit_launches) == 3 and all(not c.launches for c in jit.binaries.values())
+    assert not kernel.at((2,), BLOCK=64)._plans
+
+
+def test_a_failure_to_learn_the_launcher_takes_tritons_path_from_then_on(fake_runtime, gate_state, caplog):
+    jit = FakeJit()
+    kernel = Kernel(jit)
+    planned_before = kernel.at((1,), BLOCK=64)
+    for _ in range(2):
+        planned_before(7)  # a plan, then launched by it
+    assert len(jit.jit_launches) == 1
+    jit.launcher = lambda compiled: NoEntryPoint()  # stand-in: another Triton's launcher
+    jit.binaries.clear()  # the next launch compiles again
+    with caplog.at_level("WARNING"):
+        for _ in range(3):
+            kernel[(4,)](7, BLOCK=64)  # learning fails on the first: Triton's path every time
+            planned_before(7)  # its plan is no longer taken
+        kernel[(5,)](7, BLOCK=64)
+    assert len(jit.jit_launches) == 1 + 3 * 2 + 1
+    planned, reason = internals.launch_path()
+    assert not planned and reason == (
+        "Triton's own launch path: learning Triton's launcher failed "
+        "(the launcher has no C entry point (launch))"
+    )
+    assert [r.getMessage() for r in caplog.records] == [f"spec_hal: {reason}"]  # recorded once
+    assert not kernel.at((4,), BLOCK=64)._plans
+
+
+def test_a_sequence_takes_tritons_path_off_the_gate(fake_runtime, gate_state, monkeypatch):
+    jit = FakeJit()
+    kernel = Kernel(jit)
+    sequence = launch.LaunchSequence([kernel.at((1,), LEVEL=level) for level in range(3)])
+    sequence(7)
+    sequence(7)
+    assert len(jit.jit_launches) == 3
+    monkeypatch.setattr(internals, "_planned", False)
+    sequence(7)
+    assert len(jit.jit_launches) == 6
+
+
+def test_the_launch_path_names_the_interpreter(monkeypatch, gate_state):
+    monkeypatch.setattr(launch, "_INTERPRETED", True)
+    assert launch.launch_path() == (False, "Triton's interpreter (TRITON_INTERPRET=1)")
+    monkeypatch.setattr(launch, "_INTERPRETED", False)
+    assert launch.launch_path() == (True, "planned launches (stand-in)")
+
+
+def test_a_binder_missing_from_the_jit_is_a_failure_to_learn():
+    with pytest.raises(internals.LearningFailed, match="device_caches"):
+        internals.binder(types.SimpleNamespace(device_caches={}), 0)
+    with pytest.raises(internals.LearningFailed, match="packed_metadata"):
+        internals.compiled_parts(types.SimpleNamespace(run=None, function=None))
 
 
 @pytest.mark.parametrize(

@@ -26,6 +26,10 @@ float top_p at the same position. A reader accepts only its own signature's kind
 to others, before touching a tensor), and keys start with the signature's number, so a plan is only
 ever found for arguments of the kinds that filed it.
 
+Every read of Triton's private API is in :mod:`.internals`, which gates planned launches on the
+Triton releases they were verified on: on another, or once learning a launcher fails, every launch
+takes Triton's own path (:func:`launch_path` says which, and why).
+
 Launches take Triton's own path when no plan can apply: under ``TRITON_INTERPRET=1``, while a
 Triton launch hook is installed (profilers) or Triton's debug or instrumentation switch is on (its
 binaries differ then), on each new key (which then files its plan), for arguments of other kinds
@@ -38,7 +42,6 @@ family's kernels register none and read only constants.
 from __future__ import annotations
 
 import contextlib
-import copy
 import functools
 import os
 import threading
@@ -47,8 +50,10 @@ from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Any
 
 import torch
-from triton import knobs
 from triton.runtime import driver
+
+from . import internals
+from .internals import takes_tritons_path
 
 #: Plans one launch keeps; launches with further keys take Triton's path.
 MAX_PLANS = 1024
@@ -68,88 +73,16 @@ _FILING = threading.Lock()
 
 class Plan:
     """What one launch key needs: ``plan.go(grid_x, grid_y, grid_z, stream, values)`` launches the
-    compiled kernel on the positional launcher ``values`` (see :func:`direct_launch`)."""
+    compiled kernel on the positional launcher ``values`` (see :func:`.internals.direct_launch`).
+    Raises :class:`.internals.LearningFailed` where the compiled kernel or its launcher is not as
+    planned launches need."""
 
-    __slots__ = ("go", "run", "function", "metadata", "tail")
+    __slots__ = ("go",)
 
     def __init__(self, compiled: Any, tail: tuple[Any, ...]) -> None:
-        self.run = compiled.run
-        self.function = compiled.function
-        self.metadata = compiled.packed_metadata
-        #: The values Triton gives the parameters after the positional ones (constexprs: Triton's
-        #: launchers take every parameter and skip those).
-        self.tail = tail
-        self.go = direct_launch(self.run, self.function, self.metadata, tail) or self._through_wrapper
-
-    def _through_wrapper(self, x: int, y: int, z: int, stream: int, values: tuple[Any, ...]) -> None:
-        self.run(x, y, z, stream, self.function, self.metadata, None, None, None, *values, *self.tail)
-
-
-class _Mark:
-    """A stand-in argument whose place in a launcher call is looked for (compared by identity)."""
-
-    __slots__ = ("name",)
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-
-def direct_launch(
-    run: Any, function: Any, metadata: Any, tail: tuple[Any, ...]
-) -> Callable[..., None] | None:
-    """``go(x, y, z, stream, values)``: the call Triton's launcher ``run`` makes to its C entry point
-    (``run.launch``), written out once, so that each launch skips the launcher's Python wrapper.
-
-    The call is learnt, not assumed (its argument order differs between Triton versions and
-    vendors): the wrapper is called once on a copy of ``run`` whose ``launch`` records its
-    arguments, with stand-ins for the grid, the stream and the kernel's arguments. Each stand-in
-    must come back exactly once, the kernel's arguments last (flat or as one tuple), and everything
-    else the wrapper passes is then constant for this kernel. None where that does not hold, or
-    where the wrapper allocates scratch memory per launch: the wrapper is then called.
-    """
-    if getattr(run, "global_scratch_size", 0) or getattr(run, "profile_scratch_size", 0):
-        return None
-    if not callable(getattr(run, "launch", None)):
-        return None
-    grid_and_stream = tuple(_Mark(name) for name in ("x", "y", "z", "stream"))
-    arg_marks = tuple(_Mark(f"arg{i}") for i in range(3))  # the wrapper forwards any number
-    calls: list[tuple[Any, ...]] = []
-    probe = copy.copy(run)
-    probe.launch = lambda *args: calls.append(args)
-    try:
-        probe(*grid_and_stream, function, metadata, None, None, None, *arg_marks)
-    except Exception:  # a wrapper that does more with its arguments than pass them on
-        return None
-    if len(calls) != 1:
-        return None
-    (passed,) = calls
-    if len(passed) > len(arg_marks) and all(
-        a is b for a, b in zip(passed[-len(arg_marks) :], arg_marks, strict=True)
-    ):
-        prefix, flat = passed[: -len(arg_marks)], True
-    elif passed and isinstance(passed[-1], tuple) and len(passed[-1]) == len(arg_marks):
-        if not all(a is b for a, b in zip(passed[-1], arg_marks, strict=True)):
-            return None
-        prefix, flat = passed[:-1], False
-    else:
-        return None
-    names, constants = [], {}
-    for i, value in enumerate(prefix):
-        if isinstance(value, _Mark):
-            if value not in grid_and_stream or value.name in names:
-                return None
-            names.append(value.name)
-        else:
-            names.append(f"c{i}")
-            constants[f"c{i}"] = value
-    if sorted(n for n in names if not n.startswith("c")) != ["stream", "x", "y", "z"]:
-        return None
-    arguments = "*values, *tail" if flat else "values + tail"
-    source = f"def go(x, y, z, stream, values):\n    launch({', '.join(names)}, {arguments})\n"
-    namespace: dict[str, Any] = {"launch": run.launch, "tail": tail, **constants}
-    exec(compile(source, "<spec_hal direct launch>", "exec"), namespace)
-    go: Callable[..., None] = namespace["go"]
-    return go
+        # tail: the values Triton gives the parameters after the positional ones (constexprs:
+        # Triton's launchers take every parameter and skip those).
+        self.go = internals.direct_launch(*internals.compiled_parts(compiled), tail)
 
 
 class Kernel:
@@ -224,8 +157,7 @@ class Kernel:
     ) -> tuple[Any, ...] | None:
         """The values Triton's binder gives the parameters after the positional ones, when all of
         them are constexprs (fixed by the launch's options); None otherwise."""
-        binder = self.jit.device_caches[device][-1]
-        bound, specialization, _ = binder(*args, **options)
+        bound, specialization, _ = internals.binder(self.jit, device)(*args, **options)
         values = tuple(bound.values())
         if len(values) < len(args) or any(a is not v for a, v in zip(args, values, strict=False)):
             return None
@@ -262,7 +194,9 @@ class Launch:
     def __call__(self, *args: Any) -> None:
         if _recorded is not None:
             _recorded.append((self, args))
-        if _INTERPRETED or _takes_tritons_path():
+            if not _recorded_launch:
+                return
+        if _INTERPRETED or takes_tritons_path():
             self.kernel.jit[self.grid](*args, **self.options)
             return
         active = driver.active
@@ -285,15 +219,21 @@ class Launch:
 
     def _launch_and_plan(self, device: int, args: tuple[Any, ...]) -> None:
         """Launch through Triton (which compiles or finds the binary), then file the plan of this
-        launch's key when a reader can be made for these arguments."""
+        launch's key when a reader can be made for these arguments. Where Triton's internals are
+        not as planned launches need, no plan is filed, and every launch takes Triton's path."""
         compiled = self.kernel.jit[self.grid](*args, **self.options)
         if compiled is None or len(self._plans) >= MAX_PLANS:
             return
         kinds = _kinds_of(args)
         if kinds is None or not self.kernel.can_read(kinds):
             return
-        tail = self.kernel.constexpr_tail(device, args, self.options)
-        if tail is None:  # no plan for these arguments (and a new signature takes no slot)
+        try:
+            tail = self.kernel.constexpr_tail(device, args, self.options)
+            if tail is None:  # no plan for these arguments (and a new signature takes no slot)
+                return
+            plan = Plan(compiled, tail)
+        except internals.LearningFailed as exc:  # this Triton is not as verified: its path from now
+            internals.learning_failed(str(exc))
             return
         reader = self.kernel.reader_for(kinds)
         if reader is None:  # the signatures filled up meanwhile
@@ -301,7 +241,7 @@ class Launch:
         read = reader(device, *args)
         if read is None:  # cannot happen: the reader of these arguments' own signature
             return
-        self._plans[read[0]] = Plan(compiled, tail)
+        self._plans[read[0]] = plan
 
     def __repr__(self) -> str:
         options = ", ".join(f"{name}={value!r}" for name, value in self.options.items())
@@ -334,7 +274,9 @@ class LaunchSequence:
     def __call__(self, *args: Any) -> None:
         if _recorded is not None:
             _recorded.append((self, args))
-        if _INTERPRETED or _takes_tritons_path():
+            if not _recorded_launch:
+                return
+        if _INTERPRETED or takes_tritons_path():
             found = None
         else:
             active = driver.active
@@ -443,20 +385,25 @@ def make_reader(kinds: str, *, number: int = 0) -> Reader:
     return reader
 
 
-#: The launches of the block under :func:`recording` (benchmarks only); None: nothing recorded.
+#: The launches of the block under :func:`recording` (benchmarks, ``spec-hal compile``); None:
+#: nothing recorded.
 _recorded: list[tuple[Launch | LaunchSequence, tuple[Any, ...]]] | None = None
+#: Whether launches recorded are also made (see :func:`recording`).
+_recorded_launch = True
 
 
 @contextlib.contextmanager
-def recording() -> Iterator[list[tuple[Launch | LaunchSequence, tuple[Any, ...]]]]:
+def recording(*, launch: bool = True) -> Iterator[list[tuple[Launch | LaunchSequence, tuple[Any, ...]]]]:
     """Record every launch made inside the block as (launch, args), a :class:`LaunchSequence` as one
-    entry; benchmarks use it to time a provider's launches stage by stage (:func:`stage_seconds`)."""
-    global _recorded
-    previous, _recorded = _recorded, []
+    entry; benchmarks use it to time a provider's launches stage by stage (:func:`stage_seconds`).
+    Without ``launch``, launches are recorded and not made (``spec-hal compile``: no device)."""
+    global _recorded, _recorded_launch
+    previous = _recorded, _recorded_launch
+    _recorded, _recorded_launch = [], launch
     try:
         yield _recorded
     finally:
-        _recorded = previous
+        _recorded, _recorded_launch = previous
 
 
 def stage_seconds(
@@ -466,7 +413,7 @@ def stage_seconds(
     launches): finding the plan (the reader and the lookup: what replaces Triton's binder), and the
     compiled kernel's launcher (which launches the kernel for real). None where the launch would not
     take a plan (first launch, interpreter, launch hooks)."""
-    if _INTERPRETED or _takes_tritons_path():
+    if _INTERPRETED or takes_tritons_path():
         return None
     active = driver.active
     device = active.get_current_device()
@@ -495,18 +442,12 @@ def stage_seconds(
     return plan_seconds, (time.perf_counter() - started) / repeats
 
 
-def _takes_tritons_path() -> bool:
-    """Launches must go through Triton: a launch enter or exit hook is set (None when there is none,
-    except Triton's ``HookChain``, never None, whose ``calls`` list is empty then), or Triton's debug
-    or instrumentation switch is on (Triton compiles other binaries then)."""
-    runtime = knobs.runtime
-    enter, leave = runtime.launch_enter_hook, runtime.launch_exit_hook
-    return bool(
-        (enter is not None and getattr(enter, "calls", True))
-        or (leave is not None and getattr(leave, "calls", True))
-        or runtime.debug
-        or knobs.compilation.instrumentation_mode
-    )
+def launch_path() -> tuple[bool, str]:
+    """(planned launches, why) in this process: the interpreter, or the gate of :mod:`.internals`
+    (``spec-hal info`` shows it)."""
+    if _INTERPRETED:
+        return False, "Triton's interpreter (TRITON_INTERPRET=1)"
+    return internals.launch_path()
 
 
 def cdiv(numerator: int, divisor: int) -> int:
