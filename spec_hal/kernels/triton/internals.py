@@ -8,6 +8,10 @@ binder maker and ``JITFunction._pack_args`` (:func:`tritons_binder`, :func:`pack
 public API (``triton.knobs``, ``triton.runtime.driver``, ``triton.compile``) is used where it is
 needed.
 
+The plan keys of :mod:`.launch` follow Triton's specialisation rules (16-byte alignment, ints equal
+to 1, ...), checked against the installed Triton's binder by the CPU tests: one more reason a
+release is verified before its launches are planned.
+
 The gate: planned launches are made on the Triton releases in :data:`VERIFIED_TRITON` only. On
 another release, or once learning a launcher fails (:func:`learning_failed`), every launch takes
 Triton's own path (``jit_fn[grid](*args)``): the same binaries, with Triton's per-call glue. The
