@@ -177,8 +177,7 @@ def _case(op: str, name: str, kind: CaseKind = "edge", small: bool | None = None
 
 def _random_cases(op: str, count: int, seed: int, **axes: Sequence[Any]) -> list[Case]:
     return [
-        _case(op, "", "random", **sizes, seed=seed + j)
-        for j, sizes in enumerate(spread(count, seed, **axes))
+        _case(op, "", "random", **sizes, seed=seed + j) for j, sizes in enumerate(spread(count, seed, **axes))
     ]
 
 
