@@ -1,5 +1,6 @@
 """House rules a test can check: the import graph's layering (docs/architecture.md), vendor calls
-only in spec_hal/devices/, and the tested spec_hal is the installed one when tox says so."""
+only in spec_hal/devices/, no module over MAX_MODULE_LINES lines, and the tested spec_hal is the
+installed one when tox says so."""
 
 from __future__ import annotations
 
@@ -36,6 +37,25 @@ def test_the_lint_catches_a_planted_vendor_call():
     assert VENDOR_CALL.search("x = torch.cuda.current_stream()")
     assert VENDOR_CALL.search("if t.is_cuda:")
     assert not VENDOR_CALL.search("device_type = 'cuda'")
+
+
+#: A module past this is split by stage into a package, as ``spec_hal/ops/tree/`` is.
+MAX_MODULE_LINES = 800
+
+
+def long_modules(root: Path) -> list[str]:
+    lengths = {path: len(path.read_text().splitlines()) for path in python_files(root)}
+    return [f"{path.relative_to(root)}: {n} lines" for path, n in lengths.items() if n > MAX_MODULE_LINES]
+
+
+def test_no_module_is_over_the_line_limit():
+    assert long_modules(PACKAGE) == [], f"split these by stage (at most {MAX_MODULE_LINES} lines)"
+
+
+def test_the_line_limit_catches_a_planted_long_module(tmp_path):
+    (tmp_path / "short.py").write_text("x = 1\n" * MAX_MODULE_LINES)
+    (tmp_path / "long.py").write_text("x = 1\n" * (MAX_MODULE_LINES + 1))
+    assert long_modules(tmp_path) == [f"long.py: {MAX_MODULE_LINES + 1} lines"]
 
 
 @pytest.mark.skipif(

@@ -15,12 +15,13 @@ A :class:`BadCase` builds arguments that must raise ``error`` with a message mat
 (the argument's name). ``value_check`` marks errors that need the data (ranges, negative lengths,
 narrowing): those are raised on CPU tensors always and on accelerators only with SPEC_HAL_DEBUG=1.
 Family modules write them with :func:`bad_case`: a valid call (a builder at fixed sizes) with one
-argument broken by :func:`with_changes`, :func:`with_entry` for a bad value inside a tensor.
+argument broken by :func:`with_changes`, :func:`with_entry` for a bad value inside a tensor; a family
+with many keeps them as a table of :data:`BadRow` read by :func:`bad_cases_from`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -80,6 +81,18 @@ def bad_case(
     :func:`with_changes`). The leading parameters are positional-only so that any argument name of
     an op can be a change."""
     return BadCase(op, name, with_changes(build, **changes), error, match, value_check)
+
+
+#: A row of a family's bad-case table: (op, case name, error, match, the keyword arguments of
+#: :func:`bad_case`: ``value_check`` and the changes).
+BadRow = tuple[str, str, type[Exception], str, dict[str, Any]]
+
+
+def bad_cases_from(rows: Iterable[BadRow], valid: Mapping[str, Builder]) -> list[BadCase]:
+    """The bad case of each row, breaking the valid call of its op (``valid[op]``)."""
+    return [
+        bad_case(op, name, valid[op], error, match, **changes) for op, name, error, match, changes in rows
+    ]
 
 
 def with_changes(builder: Builder, **changes: Any) -> Builder:

@@ -29,6 +29,8 @@ from spec_hal.conformance.runner import compare, run_case
 from spec_hal.devices import cuda, hip, musa, xpu
 from spec_hal.kernels.triton import kv as kv_kernels
 from spec_hal.kernels.triton.config import INTERPRETER, LaunchConfig
+from spec_hal.kernels.triton.kv import accept as kv_accept
+from spec_hal.kernels.triton.kv import move as kv_move
 from spec_hal.ops import KVBuffers
 from spec_hal.testing import emulate, isolated_registry
 
@@ -107,9 +109,9 @@ def kv_of(
 @pytest.fixture(autouse=True)
 def fresh_move_plans():
     """Plans are cached per shape; tests that patch the planning constants must not see old ones."""
-    kv_kernels._move_plan.cache_clear()
+    kv_move._move_plan.cache_clear()
     yield
-    kv_kernels._move_plan.cache_clear()
+    kv_move._move_plan.cache_clear()
 
 
 def config_with(copy_block_bytes: int) -> LaunchConfig:
@@ -117,8 +119,8 @@ def config_with(copy_block_bytes: int) -> LaunchConfig:
 
 
 def plan_of(config: LaunchConfig, kv: KVBuffers, num_lanes: int, num_segments: int):
-    layout = kv_kernels._layout(kv.buffers, kv.ptr_table, kv.vectorizable)
-    return kv_kernels._move_plan(config, layout, num_lanes, num_segments, True)
+    layout = kv_move._layout(kv.buffers, kv.ptr_table, kv.vectorizable)
+    return kv_move._move_plan(config, layout, num_lanes, num_segments, True)
 
 
 def assert_move_matches(
@@ -130,7 +132,7 @@ def assert_move_matches(
 ) -> None:
     want = [buffer.clone() for buffer in kv.buffers]
     registry.ops()["move_kv_cache"].reference(want, kv.ptr_table, kv.vectorizable, tgt, src, segment_lens)
-    kv_kernels._move_kv_cache(config, kv.buffers, kv.ptr_table, kv.vectorizable, tgt, src, segment_lens)
+    kv_move._move_kv_cache(config, kv.buffers, kv.ptr_table, kv.vectorizable, tgt, src, segment_lens)
     assert compare(kv.buffers, want) == []
 
 
@@ -186,7 +188,7 @@ def test_one_short_segment_without_lengths():
 def test_buffer_blocks(monkeypatch, target_programs):
     # Rows of 8 bytes: a tile stacks 4 buffers (2-word rows, 16 lanes); 13 buffers make 4 blocks,
     # the last one partial. Programs walk 2 blocks each, or all 4 (one program per run and tile).
-    monkeypatch.setattr(kv_kernels, "TARGET_PROGRAMS", target_programs)
+    monkeypatch.setattr(kv_move, "TARGET_PROGRAMS", target_programs)
     config = config_with(512)
     gen = torch.Generator().manual_seed(14)
     lens = [4, 3, 4, 4, 1, 4]
@@ -271,19 +273,19 @@ def test_accept_locs_grid_limit():
     args = [kwargs[name] for name in names] + [kwargs["tgt_loc"], kwargs["src_loc"]]
     want = copy.deepcopy(args)
     registry.ops()["move_accept_tokens_to_target_kvcache"].reference(*want)
-    kv_kernels._accept_locs(config, *args)
+    kv_accept._accept_locs(config, *args)
     assert compare(args, want) == []
 
 
 def test_a_layout_is_found_by_its_own_pointer_table_only():
     narrow = KVBuffers([torch.zeros(8, 3, dtype=torch.float16)])
     wide = KVBuffers([torch.zeros(8, 64), torch.zeros(8, 64)])
-    first = kv_kernels._layout(narrow.buffers, narrow.ptr_table, narrow.vectorizable)
-    assert kv_kernels._layout(narrow.buffers, narrow.ptr_table, narrow.vectorizable) is first
+    first = kv_move._layout(narrow.buffers, narrow.ptr_table, narrow.vectorizable)
+    assert kv_move._layout(narrow.buffers, narrow.ptr_table, narrow.vectorizable) is first
     # An entry under the id of another table whose weak reference names a different tensor (an id
     # reused after its table died) is not taken for it.
     key = id(wide.ptr_table)
-    kv_kernels._layouts[key] = (kv_kernels._layouts[id(narrow.ptr_table)][0], first)
-    layout = kv_kernels._layout(wide.buffers, wide.ptr_table, wide.vectorizable)
+    kv_move._layouts[key] = (kv_move._layouts[id(narrow.ptr_table)][0], first)
+    layout = kv_move._layout(wide.buffers, wide.ptr_table, wide.vectorizable)
     assert layout != first and layout.row_words * layout.word_bytes == 64 * 4
-    assert kv_kernels._layouts[key][0]() is wide.ptr_table
+    assert kv_move._layouts[key][0]() is wide.ptr_table

@@ -318,7 +318,7 @@ def test_the_plan_key_is_never_coarser_than_tritons_specialisation(seed):
     """Equal reader keys must mean equal specialisations by Triton's own binder, over tensors of
     every alignment and dtype, None, and ints at Triton's thresholds (1, multiples of 16, the int32
     and int64 edges)."""
-    from spec_hal.kernels.triton.index import _compact_accepted_kernel as compact  # 3 tensors, 6 ints
+    from spec_hal.kernels.triton.index.accept import _compact_accepted_kernel as compact  # 3 tensors, 6 ints
 
     binder = _tritons_binder(compact.jit)
     rng = random.Random(seed)
@@ -380,7 +380,7 @@ def test_mixed_kinds_at_a_position_run_the_binary_triton_picks(fake_runtime, see
     """Ints, bools and floats at one position, in any order, planned per signature: every launch
     runs the binary Triton's own binder picks (an int never takes a float's binary, a bool never an
     int's)."""
-    from spec_hal.kernels.triton.index import _compact_accepted_kernel as compact
+    from spec_hal.kernels.triton.index.accept import _compact_accepted_kernel as compact
 
     jit = TritonSpecialisedJit(_tritons_binder(compact.jit))
     kernel = Kernel(jit)

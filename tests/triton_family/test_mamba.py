@@ -1,4 +1,4 @@
-"""Family G Triton kernels (interpreted) against the portable references of ``spec_hal/ops/mamba.py``.
+"""Family G Triton kernels (interpreted) against the portable references of ``spec_hal/ops/mamba/``.
 
 * conformance cases through the public ops with the "triton" provider: the small cases and a few
   larger ones from the family's ``BUILDERS`` (G1 over several blocks of requests; G3, which

@@ -1,4 +1,4 @@
-"""Family C Triton kernels (interpreted) against the portable references of ``spec_hal/ops/tree.py``.
+"""Family C Triton kernels (interpreted) against the portable references of ``spec_hal/ops/tree/``.
 
 Three kinds of checks, shared with the family D and E tests (which import the helpers below):
 

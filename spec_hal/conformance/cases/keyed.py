@@ -168,7 +168,7 @@ def cases() -> list[Case]:
     keyed_draft = ("logits", "temperatures", "top_ks", "seeds", "positions", "out")
     found += [
         *(
-            Case(op, sampling._label(op, bs=bs, vocab=vocab, keyed=True), "random",
+            Case(op, sampling.case_label(op, bs=bs, vocab=vocab, keyed=True), "random",
                  partial(S[op], bs=bs, vocab=vocab, keyed=True, seed=950 + j), small=bs <= 3 and vocab <= 64)
             for j, (op, bs, vocab) in enumerate(
                 [("fast_sample", 3, 48), ("fast_sample", 64, 100), ("sample_draft_proposal", 3, 48),

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from .. import grid
-from ..case import BadCase, Case, bad_case
+from ..case import BadCase, BadRow, Case, bad_cases_from
 
 __all__ = ["BUILDERS", "VerifyStates", "cases", "bad_cases"]
 
@@ -420,254 +420,55 @@ def cases() -> list[Case]:
     return found
 
 
+G1 = "verify_commit_step_indices"
+G2 = "scatter_mamba_states_after_mtp_verify"
+G3 = "commit_mamba_states_after_verify"
+
+# One row a line, so that the table reads down.
+# fmt: off
+BAD_ROWS: list[BadRow] = [
+    (G1, "float accept_index", TypeError, "accept_index", {"accept_index": torch.zeros(3, 3)}),
+    (G1, "accept_lens length", ValueError, "accept_lens", {"accept_lens": torch.tensor([2, 2])}),
+    (G1, "draft_token_num 0", ValueError, "draft_token_num", {"draft_token_num": 0}),
+    (G1, "interval 0", ValueError, "mamba_track_interval", {"mamba_track_interval": 0}),
+    (G1, "tracking without seq_lens", ValueError, "seq_lens", {"seq_lens": None}),
+    (G1, "int32 output", TypeError, "last_correct_step_indices", {"last_correct_step_indices": torch.zeros(3, dtype=torch.int32)}),
+    (G1, "track output length", ValueError, "mamba_steps_to_track", {"mamba_steps_to_track": torch.zeros(2, dtype=torch.int64)}),
+    (G1, "accept_lens > W", ValueError, "accept_lens", {"value_check": True, "accept_lens": torch.tensor([2, 4, 1])}),
+    (G1, "negative accept_lens", ValueError, "accept_lens", {"value_check": True, "accept_lens": torch.tensor([2, -1, 1])}),
+    (G1, "accept_index past bs*D", ValueError, "accept_index", {"value_check": True, "accept_index": torch.tensor([[0, 9, -1], [3, 5, -1], [6, -1, -1]])}),
+    (G1, "negative seq_lens", ValueError, "seq_lens", {"value_check": True, "seq_lens": torch.tensor([3, -4, 8])}),
+    (G2, "r >= M", ValueError, "intermediate_ssm", {"state_indices": torch.tensor([2, 1, 0, 3]), "last_correct_step_indices": torch.tensor([1, -1, 0, 0]), "mamba_track_indices": None, "mamba_steps_to_track": None}),
+    (G2, "conv lists of different lengths", ValueError, "intermediate_conv_windows", {"intermediate_conv_windows": []}),
+    (G2, "conv_states not a list", TypeError, "conv_states", {"conv_states": torch.zeros(1, 4, 1)}),
+    (G2, "intermediate dtype", TypeError, "intermediate_ssm", {"intermediate_ssm": torch.zeros(1, 3, 2, 1, dtype=torch.float64)}),
+    (G2, "intermediate entry shape", ValueError, "intermediate_ssm", {"intermediate_ssm": torch.zeros(1, 3, 2, 2)}),
+    (G2, "conv lines differ", ValueError, r"conv_states\[0\]", {"conv_states": [torch.zeros(1, 5, 1)]}),
+    (G2, "window D differs", ValueError, r"intermediate_conv_windows\[0\]", {"intermediate_conv_windows": [torch.zeros(1, 3, 3, 1)]}),
+    # Made on the device, not copied there: a copy of an expanded tensor is contiguous.
+    (G2, "entries not contiguous", ValueError, "ssm_states", {"ssm_states": lambda old: torch.zeros(1, 4, 2, device=old.device)[..., :1].expand(1, 4, 3), "intermediate_ssm": torch.zeros(1, 3, 2, 3)}),
+    (G2, "track steps without lines", ValueError, "mamba_track_indices", {"mamba_track_indices": None}),
+    (G2, "float state_indices", TypeError, "state_indices", {"state_indices": torch.zeros(3)}),
+    (G2, "step length", ValueError, "last_correct_step_indices", {"last_correct_step_indices": torch.tensor([1, 0])}),
+    (G2, "a line written twice", ValueError, "state_indices", {"value_check": True, "mamba_track_indices": torch.tensor([-1, 1, 2])}),
+    (G3, "tracking without track lines", ValueError, "states.mamba_track_indices", {"states": lambda s: replace(s, mamba_track_indices=None)}),
+    (G3, "state_indices shorter than bs", ValueError, "states.state_indices", {"states": lambda s: replace(s, state_indices=s.state_indices[:2])}),
+    (G3, "track steps without an interval", ValueError, "mamba_steps_to_track", {"states": lambda s: replace(s, mamba_track_interval=None), "mamba_steps_to_track": torch.tensor([0, 0, 0])}),
+    (G3, "float accept_index", TypeError, "accept_index", {"accept_index": torch.zeros(3, 4)}),
+    (G3, "states not MambaVerifyStates", TypeError, "states", {"states": {"ssm_states": None}}),
+    (G3, "accept_lens length", ValueError, "accept_lens", {"accept_lens": torch.tensor([1, 1])}),
+    (G3, "tracking without seq_lens", ValueError, "seq_lens", {"seq_lens": None}),
+    (G3, "float state_indices", TypeError, "states.state_indices", {"states": lambda s: replace(s, state_indices=s.state_indices.float())}),
+    (G3, "r >= M", ValueError, "intermediate_ssm", {"states": lambda s: replace(s, intermediate_ssm=s.intermediate_ssm[:, :2], intermediate_conv_windows=[w[:, :2] for w in s.intermediate_conv_windows])}),
+    (G3, "conv lists of different lengths", ValueError, "intermediate_conv_windows", {"states": lambda s: replace(s, intermediate_conv_windows=s.intermediate_conv_windows[:1])}),
+    (G3, "intermediate dtype", TypeError, "intermediate_ssm", {"states": lambda s: replace(s, intermediate_ssm=s.intermediate_ssm.double())}),
+    (G3, "accept_lens > W", ValueError, "accept_lens", {"value_check": True, "accept_lens": torch.tensor([1, 5, 1])}),
+    (G3, "a line written twice", ValueError, "state_indices", {"value_check": True, "states": lambda s: replace(s, state_indices=torch.cat((s.state_indices[:1], s.state_indices[:1], s.state_indices[2:])))}),
+]
+# fmt: on
+
+
 def bad_cases() -> list[BadCase]:
     # The valid calls whose arguments the cases break (G3: bs 3, tracking every 2 tokens).
-    steps, scatter = _golden_steps_build, _golden_scatter_build
     commit = functools.partial(build_commit_mamba_states_after_verify, bs=3, mamba_track_interval=2)
-    g1, g2, g3 = (
-        "verify_commit_step_indices",
-        "scatter_mamba_states_after_mtp_verify",
-        "commit_mamba_states_after_verify",
-    )
-    return [
-        bad_case(g1, "float accept_index", steps, TypeError, "accept_index", accept_index=torch.zeros(3, 3)),
-        bad_case(
-            g1, "accept_lens length", steps, ValueError, "accept_lens", accept_lens=torch.tensor([2, 2])
-        ),
-        bad_case(g1, "draft_token_num 0", steps, ValueError, "draft_token_num", draft_token_num=0),
-        bad_case(g1, "interval 0", steps, ValueError, "mamba_track_interval", mamba_track_interval=0),
-        bad_case(g1, "tracking without seq_lens", steps, ValueError, "seq_lens", seq_lens=None),
-        bad_case(
-            g1,
-            "int32 output",
-            steps,
-            TypeError,
-            "last_correct_step_indices",
-            last_correct_step_indices=torch.zeros(3, dtype=torch.int32),
-        ),
-        bad_case(
-            g1,
-            "track output length",
-            steps,
-            ValueError,
-            "mamba_steps_to_track",
-            mamba_steps_to_track=torch.zeros(2, dtype=torch.int64),
-        ),
-        bad_case(
-            g1,
-            "accept_lens > W",
-            steps,
-            ValueError,
-            "accept_lens",
-            value_check=True,
-            accept_lens=torch.tensor([2, 4, 1]),
-        ),
-        bad_case(
-            g1,
-            "negative accept_lens",
-            steps,
-            ValueError,
-            "accept_lens",
-            value_check=True,
-            accept_lens=torch.tensor([2, -1, 1]),
-        ),
-        bad_case(
-            g1,
-            "accept_index past bs*D",
-            steps,
-            ValueError,
-            "accept_index",
-            value_check=True,
-            accept_index=torch.tensor([[0, 9, -1], [3, 5, -1], [6, -1, -1]]),
-        ),
-        bad_case(
-            g1,
-            "negative seq_lens",
-            steps,
-            ValueError,
-            "seq_lens",
-            value_check=True,
-            seq_lens=torch.tensor([3, -4, 8]),
-        ),
-        bad_case(
-            g2,
-            "r >= M",
-            scatter,
-            ValueError,
-            "intermediate_ssm",
-            state_indices=torch.tensor([2, 1, 0, 3]),
-            last_correct_step_indices=torch.tensor([1, -1, 0, 0]),
-            mamba_track_indices=None,
-            mamba_steps_to_track=None,
-        ),
-        bad_case(
-            g2,
-            "conv lists of different lengths",
-            scatter,
-            ValueError,
-            "intermediate_conv_windows",
-            intermediate_conv_windows=[],
-        ),
-        bad_case(
-            g2, "conv_states not a list", scatter, TypeError, "conv_states", conv_states=torch.zeros(1, 4, 1)
-        ),
-        bad_case(
-            g2,
-            "intermediate dtype",
-            scatter,
-            TypeError,
-            "intermediate_ssm",
-            intermediate_ssm=torch.zeros(1, 3, 2, 1, dtype=torch.float64),
-        ),
-        bad_case(
-            g2,
-            "intermediate entry shape",
-            scatter,
-            ValueError,
-            "intermediate_ssm",
-            intermediate_ssm=torch.zeros(1, 3, 2, 2),
-        ),
-        bad_case(
-            g2,
-            "conv lines differ",
-            scatter,
-            ValueError,
-            r"conv_states\[0\]",
-            conv_states=[torch.zeros(1, 5, 1)],
-        ),
-        bad_case(
-            g2,
-            "window D differs",
-            scatter,
-            ValueError,
-            r"intermediate_conv_windows\[0\]",
-            intermediate_conv_windows=[torch.zeros(1, 3, 3, 1)],
-        ),
-        bad_case(
-            g2,
-            "entries not contiguous",
-            scatter,
-            ValueError,
-            "ssm_states",
-            # Made on the device, not copied there: a copy of an expanded tensor is contiguous.
-            ssm_states=lambda old: torch.zeros(1, 4, 2, device=old.device)[..., :1].expand(1, 4, 3),
-            intermediate_ssm=torch.zeros(1, 3, 2, 3),
-        ),
-        bad_case(
-            g2,
-            "track steps without lines",
-            scatter,
-            ValueError,
-            "mamba_track_indices",
-            mamba_track_indices=None,
-        ),
-        bad_case(
-            g2, "float state_indices", scatter, TypeError, "state_indices", state_indices=torch.zeros(3)
-        ),
-        bad_case(
-            g2,
-            "step length",
-            scatter,
-            ValueError,
-            "last_correct_step_indices",
-            last_correct_step_indices=torch.tensor([1, 0]),
-        ),
-        bad_case(
-            g2,
-            "a line written twice",
-            scatter,
-            ValueError,
-            "state_indices",
-            value_check=True,
-            mamba_track_indices=torch.tensor([-1, 1, 2]),
-        ),
-        bad_case(
-            g3,
-            "tracking without track lines",
-            commit,
-            ValueError,
-            "states.mamba_track_indices",
-            states=lambda s: replace(s, mamba_track_indices=None),
-        ),
-        bad_case(
-            g3,
-            "state_indices shorter than bs",
-            commit,
-            ValueError,
-            "states.state_indices",
-            states=lambda s: replace(s, state_indices=s.state_indices[:2]),
-        ),
-        bad_case(
-            g3,
-            "track steps without an interval",
-            commit,
-            ValueError,
-            "mamba_steps_to_track",
-            states=lambda s: replace(s, mamba_track_interval=None),
-            mamba_steps_to_track=torch.tensor([0, 0, 0]),
-        ),
-        bad_case(g3, "float accept_index", commit, TypeError, "accept_index", accept_index=torch.zeros(3, 4)),
-        bad_case(
-            g3, "states not MambaVerifyStates", commit, TypeError, "states", states={"ssm_states": None}
-        ),
-        bad_case(
-            g3, "accept_lens length", commit, ValueError, "accept_lens", accept_lens=torch.tensor([1, 1])
-        ),
-        bad_case(g3, "tracking without seq_lens", commit, ValueError, "seq_lens", seq_lens=None),
-        bad_case(
-            g3,
-            "float state_indices",
-            commit,
-            TypeError,
-            "states.state_indices",
-            states=lambda s: replace(s, state_indices=s.state_indices.float()),
-        ),
-        bad_case(
-            g3,
-            "r >= M",
-            commit,
-            ValueError,
-            "intermediate_ssm",
-            states=lambda s: replace(
-                s,
-                intermediate_ssm=s.intermediate_ssm[:, :2],
-                intermediate_conv_windows=[w[:, :2] for w in s.intermediate_conv_windows],
-            ),
-        ),
-        bad_case(
-            g3,
-            "conv lists of different lengths",
-            commit,
-            ValueError,
-            "intermediate_conv_windows",
-            states=lambda s: replace(s, intermediate_conv_windows=s.intermediate_conv_windows[:1]),
-        ),
-        bad_case(
-            g3,
-            "intermediate dtype",
-            commit,
-            TypeError,
-            "intermediate_ssm",
-            states=lambda s: replace(s, intermediate_ssm=s.intermediate_ssm.double()),
-        ),
-        bad_case(
-            g3,
-            "accept_lens > W",
-            commit,
-            ValueError,
-            "accept_lens",
-            value_check=True,
-            accept_lens=torch.tensor([1, 5, 1]),
-        ),
-        bad_case(
-            g3,
-            "a line written twice",
-            commit,
-            ValueError,
-            "state_indices",
-            value_check=True,
-            states=lambda s: replace(
-                s, state_indices=torch.cat((s.state_indices[:1], s.state_indices[:1], s.state_indices[2:]))
-            ),
-        ),
-    ]
+    return bad_cases_from(BAD_ROWS, {G1: _golden_steps_build, G2: _golden_scatter_build, G3: commit})

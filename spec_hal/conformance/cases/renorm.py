@@ -24,7 +24,7 @@ import torch
 
 from .. import grid
 from ..case import BadCase, Case, CaseKind, bad_case, with_entry
-from .sampling import _label, _poison, _spread
+from .sampling import case_label, poison, spread
 
 #: Row totals stay below this many units (float32 holds every integer up to 2**24 exactly).
 _TOTAL_UNITS = 2**24
@@ -83,7 +83,7 @@ def _parameter_arguments(
     if in_place:
         kwargs["out"] = probs
     elif with_out:
-        kwargs["out"] = _poison(probs.shape, torch.float32, device)
+        kwargs["out"] = poison(probs.shape, torch.float32, device)
     return kwargs
 
 
@@ -168,7 +168,7 @@ def _is_small(bs: int, vocab: int) -> bool:
 
 
 def _case(op: str, name: str, kind: CaseKind = "edge", small: bool | None = None, **sizes: Any) -> Case:
-    label = name if kind == "edge" else _label(op, **sizes)
+    label = name if kind == "edge" else case_label(op, **sizes)
     if small is None:
         small = _is_small(sizes["bs"], sizes.get("vocab", 64))
     name = f"{op}[{label}]" if kind == "edge" else label
@@ -177,8 +177,7 @@ def _case(op: str, name: str, kind: CaseKind = "edge", small: bool | None = None
 
 def _random_cases(op: str, count: int, seed: int, **axes: Sequence[Any]) -> list[Case]:
     return [
-        _case(op, "", "random", **sizes, seed=seed + j)
-        for j, sizes in enumerate(_spread(count, seed, **axes))
+        _case(op, "", "random", **sizes, seed=seed + j) for j, sizes in enumerate(spread(count, seed, **axes))
     ]
 
 

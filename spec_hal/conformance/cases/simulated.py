@@ -15,7 +15,7 @@ import torch
 
 from .. import grid
 from ..case import BadCase, Case, bad_case, with_entry
-from .sampling import _label, _poison, _spread
+from .sampling import case_label, poison, spread
 
 
 def build_generate_simulated_accept_index(
@@ -61,7 +61,7 @@ def build_generate_simulated_accept_index(
         "method": method,
         "token_mode": token_mode,
         "generator": torch.Generator().manual_seed(seed),  # the host draw: CPU on every device
-        "new_accept_index": _poison((bs, width), torch.int32, device),
+        "new_accept_index": poison((bs, width), torch.int32, device),
     }
 
 
@@ -75,7 +75,7 @@ OP = "generate_simulated_accept_index"
 def cases() -> list[Case]:
     found: list[Case] = []
     for mode, seed, topks in (("fixed", 100, grid.TOPKS), ("real-draft-token", 200, (1,))):
-        combos = _spread(
+        combos = spread(
             20,
             seed,
             bs=grid.BATCH_SIZES,
@@ -91,7 +91,7 @@ def cases() -> list[Case]:
             found.append(
                 Case(
                     OP,
-                    _label(OP, **sizes),
+                    case_label(OP, **sizes),
                     "random",
                     partial(build_generate_simulated_accept_index, **sizes),
                     small=sizes["bs"] <= 3,
