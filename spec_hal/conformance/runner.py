@@ -205,9 +205,12 @@ def mismatch(path: str, got: torch.Tensor, want: torch.Tensor, exact: bool = Fal
     if exact and got.dtype.is_floating_point:
         if bitwise_equal(got, want):
             return None
-        bad = (got.view(torch.uint8) != want.view(torch.uint8)).flatten().nonzero()
+        as_bytes = [t.contiguous().view(torch.uint8).view(-1, t.element_size()) for t in (got, want)]
+        differs = (as_bytes[0] != as_bytes[1]).any(1)
+        first = int(differs.nonzero()[0, 0])
         return (
-            f"{path}: differs in its bits ({len(bad)} byte(s)); first float pair {got.flatten()[0].item()!r}"
+            f"{path}: {int(differs.sum())} element(s) differ in their bits; first at flat {first}: "
+            f"{got.flatten()[first].item()!r} != {want.flatten()[first].item()!r}"
         )
     if tol is None:
         if torch.equal(got, want):

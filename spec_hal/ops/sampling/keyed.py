@@ -118,9 +118,6 @@ def check_step(step: object) -> int:
 
 def check_keys(seeds: object, positions: object, batch: int | None = None) -> int:
     """``seeds`` and ``positions`` as ``[B]`` int64 (B = ``batch`` where given): B."""
-    for name, value in (("seeds", seeds), ("positions", positions)):
-        if isinstance(value, Tensor) and value.dtype != torch.int64:
-            raise TypeError(f"{name}: expected an int64 tensor (keys are 64-bit), got {value.dtype}")
     shape = None if batch is None else (batch,)
     seeds = check_tensor("seeds", seeds, dtype=torch.int64, ndim=1, shape=shape)
     check_tensor("positions", positions, dtype=torch.int64, shape=tuple(seeds.shape))
