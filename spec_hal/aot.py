@@ -25,9 +25,12 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import SpecHalError
+
+if TYPE_CHECKING:
+    from .kernels.triton.launcher import Launcher
 
 SCHEMA_VERSION = 1
 
@@ -156,7 +159,7 @@ class Capture:
 
 
 @contextlib.contextmanager
-def _dispatching_to(launchers: Mapping[str, Callable[..., None]]) -> Iterator[Any]:
+def _dispatching_to(launchers: Sequence[Launcher]) -> Iterator[Any]:
     """Inside: every family op's dispatch calls its launcher with the launch configuration set on
     the yielded object (``.config``)."""
     from . import ops
@@ -166,10 +169,10 @@ def _dispatching_to(launchers: Mapping[str, Callable[..., None]]) -> Iterator[An
 
     patched = []
     try:
-        for name, launcher in launchers.items():
-            op = getattr(ops, name)
+        for launcher in launchers:
+            op = getattr(ops, launcher.op)
             # An instance attribute: the contract's own ``<op>.dispatch(device, ...)`` call finds it.
-            op.dispatch = lambda device, *args, _launcher=launcher: _launcher(Current.config, *args)
+            op.dispatch = lambda device, *args, _launch=launcher.launch: _launch(Current.config, *args)
             patched.append(op)
         yield Current
     finally:
@@ -190,23 +193,6 @@ def _launches_of(op: str, sizes: dict[str, Any], call: Callable[[], Any]) -> lis
     ]
 
 
-#: Sizes that reach kernels the bench's sizes never launch: the two-launch move of one segment
-#: longer than a chunk (``segment_lens=None``), which the bench does not time; fast_topk's one
-#: program per row in the copy tile, and its and fast_sample's rows split in the vocabulary tile;
-#: the split softmax on every vendor.
-COVERAGE_SIZES: dict[str, list[dict[str, Any]]] = {
-    "move_kv_cache": [{"bs": 64, "num_steps": 3, "segmented": False}],
-    # Rows enough to fill the device: one program walks each, where the bench's batches split them;
-    # one long row: too few programs for the copy tile, split into chunks of the vocabulary tile.
-    "fast_topk": [{"topk": 4, "vocab": 32768, "bs": 2048}, {"topk": 4, "vocab": 131072, "bs": 1}],
-    "fast_sample": [{"vocab": 131072, "bs": 1}],
-    # One long row: the softmax splits it into chunks on every vendor (the bench's 64 rows of 128k
-    # take 8 chunks a row only with hopper's row_programs).
-    "renorm_draft_probs": [{"vocab": 131072, "bs": 1}],
-    "sample_draft_proposal": [{"vocab": 131072, "bs": 1}],
-}
-
-
 #: How :func:`capture` makes a builder's inputs, cheapest first: (device, whether factories without a
 #: device build on it). Meta tensors hold no data (nothing is allocated). The builders draw their
 #: data on the CPU and move it, which for meta makes data nobody reads, so factories first default to
@@ -220,7 +206,7 @@ def family_kernels() -> dict[str, Any]:
     from .kernels.triton.family import LAUNCHERS
     from .kernels.triton.launch import Kernel
 
-    modules = {sys.modules[launcher.__module__] for launcher in LAUNCHERS.values()}
+    modules = {sys.modules[launcher.launch.__module__] for launcher in LAUNCHERS}
     return {
         value.jit.fn.__name__: value.jit
         for module in sorted(modules, key=lambda m: m.__name__)
@@ -238,18 +224,19 @@ def capture(configs: Mapping[str, Any], which: str = "full", ops: Sequence[str] 
     from .bench import builders, sizes_for
     from .kernels.triton.family import LAUNCHERS
 
+    launchers = {launcher.op: launcher for launcher in LAUNCHERS}
     for name in ops or ():
-        if name not in LAUNCHERS:
-            raise ValueError(f"ops: {name!r} is not an op of the Triton family ({', '.join(LAUNCHERS)})")
+        if name not in launchers:
+            raise ValueError(f"ops: {name!r} is not an op of the Triton family ({', '.join(launchers)})")
     found = builders()
     result = Capture({vendor: [] for vendor in configs})
     with _dispatching_to(LAUNCHERS) as current:
-        for name in ops if ops is not None else LAUNCHERS:
+        for name in ops if ops is not None else launchers:
             builder = found.get(name)
             if builder is None:
                 result.errors.append({"op": name, "sizes": None, "error": "no conformance builder"})
                 continue
-            for sizes in [*sizes_for(name, builder, which), *COVERAGE_SIZES.get(name, [])]:
+            for sizes in [*sizes_for(name, builder, which), *map(dict, launchers[name].coverage_sizes)]:
                 error = None
                 for device, no_data in _BUILDS:
                     launches: dict[str, list[Launch]] = {}
@@ -592,7 +579,7 @@ def run(
         "rows": rows,
         "not_compiled": not_compiled,
         "capture_errors": captured.errors,
-        # Kernels no captured launch reached (none may be left out: see COVERAGE_SIZES).
+        # Kernels no captured launch reached (none may be left out: see the launchers' coverage_sizes).
         "unreached": sorted(set(family_kernels()) - launched) if configs else [],
     }
 
@@ -667,7 +654,10 @@ def print_report(report: Mapping[str, Any], stream: Any = None) -> None:
     for error in report["capture_errors"]:
         print(f"\nNOT CAPTURED {error['op']} at {error['sizes']}: {error['error']}", file=out)
     for kernel in report["unreached"]:
-        print(f"\nUNREACHED {kernel}: no launcher launched it at these sizes (see COVERAGE_SIZES)", file=out)
+        print(
+            f"\nUNREACHED {kernel}: no launcher launched it at these sizes (see the launchers' coverage_sizes)",
+            file=out,
+        )
     for skipped in report["not_compiled"]:
         target = f" {skipped['target']}" if skipped["target"] else ""
         print(f"not compiled: {skipped['vendor']}{target}: {skipped['reason']}", file=out)

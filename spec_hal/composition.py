@@ -15,10 +15,14 @@ and fork-safe.
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING, cast
 
 from . import ops, plugins, registry
 from .devices import cpu, cuda, hip, musa, npu, xpu
 from .registry import PORTABLE, TRITON, DeviceDescriptor, Intent
+
+if TYPE_CHECKING:
+    from .kernels.triton.config import LaunchConfig
 
 #: In detection-priority order (each descriptor states its own priority).
 BUILTIN_VENDORS = (hip, musa, cuda, npu, xpu, cpu)
@@ -33,8 +37,10 @@ def register_vendors() -> None:
 
 def bind_triton_family(vendor: str, config: object) -> None:
     """Register every launcher of the Triton family for ``vendor`` with its launch configuration,
-    and state the family's intent for the ops it leaves to torch. Where Triton is not installed,
-    say so: each op that intended Triton then records a fallback with that reason."""
+    and state the family's intent for the ops it leaves to torch: those it has no kernel for (with
+    the op's own reason where it gives one) and those whose launcher wants a vocabulary tile the
+    vendor has not measured. Where Triton is not installed, say so: each op that intended Triton
+    then records a fallback with that reason."""
     try:
         from .kernels.triton import family
     except ImportError as exc:
@@ -42,12 +48,24 @@ def bind_triton_family(vendor: str, config: object) -> None:
             raise
         registry.declare_unavailable(vendor, TRITON, f"Triton is not installed ({exc})")
         return
-    launch_config = family.launch_config(config)  # type: ignore[arg-type]
-    for name, launcher in family.LAUNCHERS.items():
-        getattr(ops, name).register_impl(vendor, TRITON, functools.partial(launcher, launch_config))
-    for name in registry.ops():
-        if name not in family.LAUNCHERS or name in family.LEFT_TO_TORCH:
-            reason = family.LEFT_TO_TORCH.get(name, "the Triton family has no kernel for it")
+    vendor_config = cast("LaunchConfig", config)
+    launch_config = family.launch_config(vendor_config)
+    for launcher in family.LAUNCHERS:
+        getattr(ops, launcher.op).register_impl(
+            vendor, TRITON, functools.partial(launcher.launch, launch_config)
+        )
+        if not launcher.wants_vocabulary_tile:
+            continue
+        if family.intends(launcher, vendor_config):
+            intent = Intent(TRITON, f"the shared Triton family, with {vendor_config.name}'s vocabulary tile")
+        else:
+            intent = Intent(PORTABLE, family.COPY_TILE_LOSES)
+        registry.declare_intent(vendor, launcher.op, intent)
+    covered = {launcher.op for launcher in family.LAUNCHERS}
+    for name, op in registry.ops().items():
+        if name not in covered:
+            # An op object may say why torch serves it (spec_hal.opdef.OpDef.portable_reason).
+            reason = getattr(op, "portable_reason", None) or "the Triton family has no kernel for it"
             registry.declare_intent(vendor, name, Intent(PORTABLE, reason))
 
 

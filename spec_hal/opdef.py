@@ -91,12 +91,16 @@ class OpDef:
         op_class: OpClass,
         variant: Sequence[str] = (),
         bytes_moved: Callable[..., int] | None = None,
+        portable_reason: str | None = None,
     ) -> None:
         self.name: str = contract.__name__
         self.contract = contract
         self.reference = reference
         self.mutates = tuple(mutates)
         self.op_class = op_class
+        #: Why the portable reference serves the op where a kernel family has no kernel for it
+        #: (shown by ``spec-hal info`` as the vendor's intent); None: the family's own words.
+        self.portable_reason = portable_reason
         self.__signature__ = inspect.signature(contract)
         self.__wrapped__ = contract
         params, _ = _positional_names(reference)
@@ -169,6 +173,7 @@ class OpDef:
         *,
         priority: int | None = None,
         supports: Callable[[Variant], Decline] | None = None,
+        intended: str | None = None,
     ) -> Any:
         """Register ``fn`` as ``provider`` of this op on ``vendor`` (see :func:`spec_hal.register_impl`).
 
@@ -179,12 +184,20 @@ class OpDef:
 
             def decorate(provider_fn: Provider) -> Provider:
                 registry.register_impl(
-                    self.name, vendor, provider, provider_fn, priority=priority, supports=supports
+                    self.name,
+                    vendor,
+                    provider,
+                    provider_fn,
+                    priority=priority,
+                    supports=supports,
+                    intended=intended,
                 )
                 return provider_fn
 
             return decorate
-        registry.register_impl(self.name, vendor, provider, fn, priority=priority, supports=supports)
+        registry.register_impl(
+            self.name, vendor, provider, fn, priority=priority, supports=supports, intended=intended
+        )
         return fn
 
     def check_provider(self, provider: str, fn: Callable[..., None]) -> None:
@@ -261,6 +274,7 @@ def define_op(
     op_class: OpClass,
     variant: Sequence[str] = (),
     bytes_moved: Callable[..., int] | None = None,
+    portable_reason: str | None = None,
 ) -> Callable[[Callable[..., Any]], OpDef]:
     """Decorate an op's public contract: the result is the op object, named after the contract.
 
@@ -269,7 +283,8 @@ def define_op(
     names the reference's arguments a provider may specialise on (a tensor counts by its dtype, a
     list of tensors by theirs, a scalar by its value); bindings are cached per variant.
     ``bytes_moved(**public_arguments)`` counts the bytes a call must move, where every tensor
-    argument once would overstate it.
+    argument once would overstate it. ``portable_reason`` says why torch serves the op where no
+    kernel family covers it (torch is already a few launches, or no kernel is written yet).
     """
 
     def wrap(contract: Callable[..., Any]) -> OpDef:
@@ -285,7 +300,13 @@ def define_op(
             },
         )
         return op_type(
-            contract, reference, mutates=mutates, op_class=op_class, variant=variant, bytes_moved=bytes_moved
+            contract,
+            reference,
+            mutates=mutates,
+            op_class=op_class,
+            variant=variant,
+            bytes_moved=bytes_moved,
+            portable_reason=portable_reason,
         )
 
     return wrap

@@ -13,11 +13,11 @@ import torch
 
 from spec_hal import ops as spec_hal_ops
 from spec_hal.bench import (
-    NOISE_SHAPED_LIKE,
     DrawnNoise,
     Timing,
     _accepted,
     _row,
+    bench_facts,
     builders,
     bytes_moved,
     run,
@@ -191,7 +191,8 @@ def test_keyed_rows_sit_beside_the_generator_rows_and_their_ceiling_has_no_draw(
     full = list(sizes_for("fast_sample", build, "full"))
     keyed = [(s["bs"], s["vocab"]) for s in full if s.get("keyed")]
     assert keyed == [(b, v) for v in (32768, 131072) for b in (1, 8, 64, 256, 512)]
-    assert [s for s in full if not s.get("keyed")] == [s for s in sizes_for("fast_topk", build, "full")]
+    generator_rows = [(s["bs"], s["vocab"]) for s in full if not s.get("keyed")]
+    assert generator_rows == [(b, 32768) for b in (1, 8, 64, 256, 512)] + [(64, 131072), (512, 131072)]
     assert all(s.get("keyed") is None for s in sizes_for("fast_topk", builders()["fast_topk"], "full"))
     rows = _size_rows("fast_sample")
     set_ceiling("fast_sample", "bandwidth", rows, {"time": Timing(9.0, 1.0), "graph": Timing(7.0, 1.0)}, _RUN,
@@ -213,7 +214,8 @@ def test_no_ceiling_without_the_drawn_noise_a_bandwidth_class_or_a_portable_row(
 
 
 def test_the_noise_the_bench_times_is_what_each_public_call_draws(monkeypatch):
-    """The ops that draw noise before they dispatch are NOISE_SHAPED_LIKE's, in its argument's shape."""
+    """The ops that draw noise before they dispatch are those whose builder names ``noise_like``,
+    in that argument's shape."""
     import sys
 
     drawn: list[tuple[str, tuple]] = []
@@ -235,9 +237,10 @@ def test_the_noise_the_bench_times_is_what_each_public_call_draws(monkeypatch):
         )
         current[0] = op
         getattr(spec_hal_ops, op)(**shapes[op])
-    assert {op for op, _ in drawn} == set(NOISE_SHAPED_LIKE)
+    noise_like = {op: bench_facts(op).noise_like for op in builders() if bench_facts(op).noise_like}
+    assert {op for op, _ in drawn} == set(noise_like) == {"fast_sample", "sample_draft_proposal"}
     for op, shape in drawn:
-        assert shape == tuple(shapes[op][NOISE_SHAPED_LIKE[op]].shape)
+        assert shape == tuple(shapes[op][noise_like[op]].shape)
 
 
 def test_vocabulary_ops_below_five_times_portable_from_64_rows_are_missed_with_their_ceiling():
@@ -391,38 +394,41 @@ def test_sweep_counts_come_from_the_option_then_the_environment_then_the_default
         warp_counts(None, {"SWEEP_WARPS": "4,x"})
 
 
-def test_sweep_ops_are_the_copy_bound_and_vocabulary_triton_ops():
-    from spec_hal.bench import LARGE_SIZES, builders
-    from spec_hal.bench.sweep import SWEEP_OPS, WALK_OPS, sizes_of, sweep_ops
+def test_sweep_ops_are_the_launchers_walking_a_vendor_tile():
+    pytest.importorskip("triton")
+    from spec_hal.bench import bench_facts, builders
+    from spec_hal.bench.sweep import sizes_of, sweep_ops, tiles
+    from spec_hal.kernels.triton.family import LAUNCHERS
 
-    assert sweep_ops(None) == list(SWEEP_OPS)
-    assert sweep_ops({"move_kv_cache", "scatter_mamba_states_after_mtp_verify"}) == [
-        "scatter_mamba_states_after_mtp_verify",
+    swept = tiles()
+    assert swept == {launcher.op: launcher.tile for launcher in LAUNCHERS if launcher.tile}
+    assert {
         "move_kv_cache",
+        "scatter_mamba_states_after_mtp_verify",
+        "fast_topk",
+        "top_p_renorm_prob",
+    } <= set(swept)
+    assert sweep_ops(None) == list(swept)
+    assert sweep_ops({"scatter_mamba_states_after_mtp_verify", "move_kv_cache"}) == [
+        op for op in swept if op in ("scatter_mamba_states_after_mtp_verify", "move_kv_cache")
     ]
     with pytest.raises(SpecHalError, match="cannot time fill_bonus_tokens"):
         sweep_ops({"fill_bonus_tokens", "move_kv_cache"})
     known = builders()
-    for op in SWEEP_OPS:
+    for op, tile in swept.items():
         assert op in known, f"no inputs to sweep {op} with"
-        swept, large = sizes_of(op), LARGE_SIZES.get(op, [{"bs": 64}, {"bs": 512}])
-        assert swept[-len(large) :] == large
-        at_typical_vocabulary = [s["bs"] for s in swept if s.get("vocab", 32768) == 32768]
+        large = list(map(dict, bench_facts(op).large_sizes)) or [{"bs": 64}, {"bs": 512}]
+        swept_sizes = sizes_of(op)
+        assert swept_sizes[-len(large) :] == large
+        at_typical_vocabulary = [s["bs"] for s in swept_sizes if s.get("vocab", 32768) == 32768]
         assert len(set(at_typical_vocabulary)) == len(at_typical_vocabulary), op  # no size twice
-        if op in WALK_OPS:
+        if tile == "vocabulary":
             assert {1, 64, 512} <= set(at_typical_vocabulary), op
     # an op walking the vocabulary sweeps its large sizes, batches its rows alone do not fill the
     # device at, and one past the walks' copy_tile_programs
-    assert sizes_of("fast_topk") == [{"bs": 1}, {"bs": 64}, {"bs": 512}, *LARGE_SIZES["fast_topk"]]
+    fast_topk_large = list(map(dict, bench_facts("fast_topk").large_sizes))
+    assert sizes_of("fast_topk") == [{"bs": 1}, {"bs": 64}, {"bs": 512}, *fast_topk_large]
     assert sizes_of("chain_speculative_sampling")[:2] == [{"bs": 1}, {"bs": 512}]  # its bs 64 is a large size
-
-
-def test_every_swept_op_has_a_triton_launcher():
-    pytest.importorskip("triton")
-    from spec_hal.bench.sweep import SWEEP_OPS
-    from spec_hal.kernels.triton.family import LAUNCHERS
-
-    assert set(SWEEP_OPS) <= set(LAUNCHERS)
 
 
 def test_sweep_refuses_the_cpu():

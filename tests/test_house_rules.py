@@ -58,6 +58,120 @@ def test_the_line_limit_catches_a_planted_long_module(tmp_path):
     assert long_modules(tmp_path) == [f"long.py: {MAX_MODULE_LINES + 1} lines"]
 
 
+# --------------------------------------------------------------------------------------------------
+# One place for each fact: no table keyed by op names outside the registry
+
+
+def op_names() -> set[str]:
+    import spec_hal.ops  # noqa: F401  (defines every op)
+
+    return set(spec_hal.registry.ops())
+
+
+def _module_level_functions(tree: ast.Module) -> set[str]:
+    """Names a module binds to functions: its own ``def``s and whatever it imports."""
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+    return names
+
+
+def _is_descriptor_intents(node: ast.AST) -> bool:
+    # A vendor's per-op exceptions are its descriptor's own field (DeviceDescriptor(intents=...)).
+    return (
+        isinstance(node, ast.Call)
+        and any(k.arg == "intents" for k in node.keywords)
+        and (getattr(node.func, "id", getattr(node.func, "attr", "")) == "DeviceDescriptor")
+    )
+
+
+def _op_strings(nodes, names: set[str]) -> list[str]:
+    return [n.value for n in nodes if isinstance(n, ast.Constant) and n.value in names]
+
+
+def op_keyed_tables(source: str, names: set[str]) -> list[str]:
+    """Module-level tables that hold a fact per op by op name: dicts keyed by op names (literal,
+    ``dict.fromkeys`` or a comprehension over op names) and tuples, lists or sets of op names. A
+    registration table, whose every value is a function the module defines or imports (an op's
+    conformance builder, a naive loop), holds no fact and passes; so does ``__all__``."""
+    tree = ast.parse(source)
+    functions = _module_level_functions(tree)
+    found = []
+    for statement in tree.body:
+        if not isinstance(statement, (ast.Assign, ast.AnnAssign)) or statement.value is None:
+            continue
+        targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+        if any(isinstance(t, (ast.Tuple, ast.List)) for t in targets):
+            continue  # names unpacked one by one (short aliases of op names), not a table
+        label = ", ".join(getattr(t, "id", "?") for t in targets)
+        if label == "__all__":
+            continue
+        pending = [statement.value]
+        while pending:
+            node = pending.pop()
+            if _is_descriptor_intents(node):
+                pending.extend(a for a in node.args)
+                pending.extend(k.value for k in node.keywords if k.arg != "intents")
+                continue
+            keyed: list[str] = []
+            if isinstance(node, ast.Dict):
+                keyed = _op_strings(node.keys, names)
+                registers = all(isinstance(v, ast.Name) and v.id in functions for v in node.values)
+                if keyed and registers:
+                    keyed = []
+            elif isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+                keyed = _op_strings(node.elts, names)
+            if keyed:
+                found.append(
+                    f"line {statement.lineno}: {label} ({', '.join(keyed[:3])}{', ...' if len(keyed) > 3 else ''})"
+                )
+                break
+            pending.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def test_no_table_keyed_by_op_names_outside_the_registry():
+    """A fact about an op is an attribute of the op object or of its provider's, launcher's or
+    builder's registration, never a table keyed by op names that tests must keep in step."""
+    names = op_names()
+    offenders = [
+        f"{path.relative_to(PACKAGE)} {table}"
+        for path in python_files(PACKAGE)
+        if path.relative_to(PACKAGE).parts[0] != "registry"
+        for table in op_keyed_tables(path.read_text(), names)
+    ]
+    assert offenders == [], "make these facts attributes of the op or of its registration"
+
+
+def test_the_op_table_rule_catches_planted_tables():
+    names = {"fast_topk", "move_kv_cache"}
+    planted = """
+from .x import build_move_kv_cache
+SIZES = {"fast_topk": [1], "other": []}
+WALKS = ("fast_topk",)
+REASONS = dict.fromkeys(["move_kv_cache"], "why")
+BY_COMPREHENSION = {op: 1 for op in ("fast_topk", "move_kv_cache")}
+def build_fast_topk(device): ...
+BUILDERS = {"fast_topk": build_fast_topk, "move_kv_cache": build_move_kv_cache}
+NOT_OPS = {"bs": 1}
+__all__ = ["fast_topk"]
+DESCRIPTOR = DeviceDescriptor(name="v", intents={"fast_topk": Intent("portable", "why")})
+NESTED = DeviceDescriptor(name="v", notes=("fast_topk",))
+A1, A2 = "fast_topk", "move_kv_cache"
+"""
+    found = op_keyed_tables(planted, names)
+    assert [entry.split(":")[1].split("(")[0].strip() for entry in found] == [
+        "SIZES",
+        "WALKS",
+        "REASONS",
+        "BY_COMPREHENSION",
+        "NESTED",
+    ]
+
+
 @pytest.mark.skipif(
     os.environ.get("SPEC_HAL_EXPECT_INSTALLED") != "1", reason="only under tox (installed wheel)"
 )

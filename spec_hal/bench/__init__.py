@@ -26,13 +26,14 @@ import torch
 from .. import ops as public_ops
 from .. import registry, runtime
 from .._version import __version__
-from ..conformance.runner import device_context, family_modules, tensors_in, torch_device_of
+from ..conformance.case import bench_facts_of
+from ..conformance.runner import bench_facts, builders, device_context, tensors_in, torch_device_of
 from ..ops.sampling._common import exponential_noise
 from ..reporting import git_commit, versions
 from ..testing import use_provider
 from . import host
 from .naive import NAIVE_LOOPS
-from .report import COLUMNS, VOCABULARY_OPS, dispatch_line, host_floor_line
+from .report import COLUMNS, dispatch_line, host_floor_line
 
 #: Version of the layout of :func:`run`'s result (the JSON of ``spec-hal bench --json``): raised when
 #: a key changes meaning or goes away.
@@ -40,65 +41,8 @@ SCHEMA_VERSION = 1
 #: Typical batch sizes; "full" adds more, and the large sizes of bandwidth-bound ops.
 QUICK_SIZES = [{"bs": 1}, {"bs": 64}, {"bs": 256}]
 FULL_SIZES = [{"bs": b} for b in (1, 8, 64, 256, 512)]
-#: KV rows of 8 KV heads x 128 dims bf16 (2 KiB); bs 64 / 512 segments of 4 lanes move 256 / 2048 slots.
-_KV_ROW = {"num_layers": 60, "row_shape": (8, 128)}
-#: A batch of as many rows as the vendors' ``row_programs`` (or more), at a 128k vocabulary: the
-#: renormalisation still splits each row over programs there (a test checks it), the rows in flight
-#: far outgrowing L2.
-FULL_DEVICE_BENCH_BATCH = 1024
-_FULL_DEVICE_SIZES = {
-    op: [{"bs": FULL_DEVICE_BENCH_BATCH, "vocab": 131072}]
-    for op in ("top_k_renorm_prob", "top_p_renorm_prob")
-}
-LARGE_SIZES: dict[str, list[dict[str, Any]]] = {
-    # the vocabulary-wide ops at a 128k vocabulary too (32k is the typical size)
-    **{
-        op: [{"bs": b, "vocab": 131072} for b in (64, 512)] + _FULL_DEVICE_SIZES.get(op, [])
-        for op in VOCABULARY_OPS
-    },
-    "tree_speculative_sampling_target_only": [
-        {"bs": 64, "vocab": 32768},
-        {"bs": 64, "vocab": 131072},
-        {"bs": 256, "vocab": 131072},
-    ],
-    "chain_speculative_sampling": [
-        {"bs": 64, "vocab": 32768},
-        {"bs": 64, "vocab": 131072},
-        {"bs": 512, "vocab": 131072},
-    ],
-    "move_kv_cache": [{"bs": 64, **_KV_ROW}, {"bs": 512, **_KV_ROW}],
-    "move_accept_tokens_to_target_kvcache": [{"bs": 64, **_KV_ROW}, {"bs": 512, **_KV_ROW}],
-    # 48 layers of 32 x 128 x 128 fp32 SSM states (2 MiB per entry), drawn on the device
-    "scatter_mamba_states_after_mtp_verify": [
-        {
-            "bs": b,
-            "num_layers": 48,
-            "ssm_entry": (32, 128, 128),
-            "dtype": torch.float32,
-            "device_random": True,
-        }
-        for b in (8, 32)
-    ],
-    # the same states committed from accept_index (G1 steps computed inside the scatter launch)
-    "commit_mamba_states_after_verify": [
-        {
-            "bs": b,
-            "topk": 1,
-            "num_layers": 48,
-            "ssm_entry": (32, 128, 128),
-            "dtype": torch.float32,
-            "device_random": True,
-        }
-        for b in (8, 32)
-    ],
-    # draft KV indices at 32k context (bs 64, K 4, S 3 is typical)
-    "generate_draft_decode_kv_indices": [{"bs": 64, "max_seq": 32768}],
-    # keyed draws (the noise of the draft proposals at a 128k vocabulary)
-    "keyed_uniform": [{"bs": b, "vocab": 131072} for b in (64, 512)],
-}
-#: The sampling ops whose keyed draws (``seeds=``: the noise computed in the provider) the bench
-#: times beside their generator rows: at each batch size of the run, at 32k and (full) 128k.
-KEYED_OPS = ("fast_sample", "sample_draft_proposal")
+#: The vocabularies at which the bench times an op's keyed draws (``seeds=``: the noise computed in
+#: the provider) beside its generator rows, at each batch size of the run.
 KEYED_VOCABS = {"quick": (32768,), "full": (32768, 131072)}
 
 
@@ -153,11 +97,10 @@ def time_graph(
     return _timing([s / calls_per_graph for s in samples])
 
 
-def builders() -> dict[str, Callable[..., dict[str, Any]]]:
-    found: dict[str, Callable[..., dict[str, Any]]] = {}
-    for module in family_modules():
-        found.update(getattr(module, "BUILDERS", {}))
-    return found
+def times_keyed(builder: Callable[..., Any]) -> bool:
+    """Whether the bench times keyed draws of the op beside its generator rows: its builder builds
+    keyed calls (``keyed=True``: ``seeds=``, the noise computed in the provider)."""
+    return "keyed" in inspect.signature(builder).parameters
 
 
 def _accepted(builder: Callable[..., Any], sizes: dict[str, Any]) -> dict[str, Any]:
@@ -172,8 +115,8 @@ TYPICAL = {"topk": 4, "num_steps": 3, "page_size": 1, "vocab": 32768}
 def sizes_for(op: str, builder: Callable[..., Any], which: str) -> Iterator[dict[str, Any]]:
     seen = []
     batches = QUICK_SIZES if which == "quick" else FULL_SIZES
-    base = batches if which == "quick" else FULL_SIZES + LARGE_SIZES.get(op, [])
-    if op in KEYED_OPS:
+    base = batches if which == "quick" else FULL_SIZES + list(map(dict, bench_facts_of(builder).large_sizes))
+    if times_keyed(builder):
         base = base + [{**b, "vocab": v, "keyed": True} for v in KEYED_VOCABS[which] for b in batches]
     for sizes in base:
         accepted = _accepted(builder, TYPICAL | sizes)
@@ -278,23 +221,18 @@ def _measure(
                         row["grid_floor_error"] = f"{type(exc).__name__}: {exc}"
                 if provider == registry.PORTABLE and draws_noise(op, sizes):
                     try:
-                        row["drawn_noise"] = _drawn_noise(inputs[0][NOISE_SHAPED_LIKE[op]].shape, device)
+                        noise_like = inputs[0][bench_facts(op).noise_like or ""]
+                        row["drawn_noise"] = _drawn_noise(noise_like.shape, device)
                     except Exception as exc:  # the op's rows then get no ceiling
                         row["drawn_noise_error"] = f"{type(exc).__name__}: {exc}"
     row["bytes"] = bytes_moved(op, inputs[0])
     return row
 
 
-#: What the public op does before it dispatches, whatever the provider: the exponential race's
-#: noise, drawn from the caller's generator (D2, D4) in the shape of this argument. Every provider
-#: then reads it (a test checks the ops and the shapes against the public calls).
-NOISE_SHAPED_LIKE = {"fast_sample": "probs", "sample_draft_proposal": "logits"}
-
-
 def draws_noise(op: str, sizes: dict[str, Any]) -> bool:
-    """Whether the public call at ``sizes`` draws the race's noise before it dispatches (keyed calls
-    compute theirs in the provider)."""
-    return op in NOISE_SHAPED_LIKE and not sizes.get("keyed")
+    """Whether the public call at ``sizes`` draws the race's noise before it dispatches (its
+    builder's ``noise_like``; keyed calls compute theirs in the provider)."""
+    return bench_facts(op).noise_like is not None and not sizes.get("keyed")
 
 
 @dataclass
@@ -323,14 +261,14 @@ def set_ceiling(
     time any provider can take in this run, and ``x_ceiling``, the portable provider's time over it
     (the largest speed-up over portable any provider can reach). The least time: one empty kernel's
     (the launch floor), plus the op's bytes at the copy bandwidth, plus, where the public call draws
-    noise first (``draws``; by default where the op can, :data:`NOISE_SHAPED_LIKE`), that draw and
+    noise first (``draws``; by default where the op can: its builder's ``noise_like``), that draw and
     the provider's read of it (``drawn_noise_us``). A noise-drawing op whose draw could not be timed
     gets no ceiling, and a note says why."""
     copy_gbs, launch_us = data.get("copy_bandwidth_gbs"), data.get("launch_floor_us")
     if op_class != "bandwidth" or not copy_gbs or not launch_us or not rows or "time" not in portable:
         return
     noise: DrawnNoise | None = portable.get("drawn_noise")
-    if (op in NOISE_SHAPED_LIKE if draws is None else draws) and noise is None:
+    if (bench_facts(op).noise_like is not None if draws is None else draws) and noise is None:
         for row in rows:
             error = portable.get("drawn_noise_error", "not timed")
             row["note"] = "; ".join(filter(None, [row.get("note"), f"no ceiling: drawn noise {error}"]))

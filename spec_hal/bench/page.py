@@ -20,7 +20,6 @@ from typing import Any
 
 from .report import (
     BANDWIDTH_BOUND_BYTES,
-    BANDWIDTH_TARGET,
     BANDWIDTH_TARGET_DEFAULT,
     HOST_TARGET_OVER_LAUNCH_US,
     LATENCY_TARGET_X_FLOOR,
@@ -29,10 +28,11 @@ from .report import (
     NAIVE_TARGET_X,
     SPEEDUP_TARGET_MIN_BS,
     SPEEDUP_TARGET_X,
-    VOCABULARY_OPS,
     Verdict,
+    bandwidth_targets,
     batch_of,
     is_bound,
+    is_vocabulary_pass,
     render_full,
     verdicts,
 )
@@ -173,6 +173,7 @@ def family_table(ops: list[str], newest: dict[str, Run]) -> list[str]:
 
 def target_summary(newest: dict[str, Run]) -> list[str]:
     """Per target: what it asks, and how many of the page's bound rows (and ops) meet it."""
+    targets = bandwidth_targets()
     asks = {
         "latency": f"a latency-bound op's device time at most {LATENCY_TARGET_X_FLOOR:g}x that of empty "
         "Triton kernels launched with the op's own grids",
@@ -180,12 +181,12 @@ def target_summary(newest: dict[str, Run]) -> list[str]:
             f"bandwidth >= {share:.0f}%": f"a bandwidth-bound op moving {BANDWIDTH_BOUND_BYTES >> 20} MiB "
             f"or more reaches {share:.0f}% of the copy bandwidth ("
             + (
-                ", ".join(f"`{op}`" for op, s in BANDWIDTH_TARGET.items() if s == share)
+                ", ".join(f"`{op}`" for op, s in targets.items() if s == share)
                 if share != BANDWIDTH_TARGET_DEFAULT
                 else "the other bandwidth-bound ops"
             )
             + ")"
-            for share in sorted({*BANDWIDTH_TARGET.values(), BANDWIDTH_TARGET_DEFAULT}, reverse=True)
+            for share in sorted({*targets.values(), BANDWIDTH_TARGET_DEFAULT}, reverse=True)
         },
         f"{SPEEDUP_TARGET_X:g}x portable": f"the vocabulary ops from {SPEEDUP_TARGET_MIN_BS} rows on: "
         f"{SPEEDUP_TARGET_X:g}x the portable provider's device time",
@@ -395,7 +396,7 @@ def speedup_figure(runs: list[Run]) -> Any:
                     label=f"{op} {configuration}".strip(),
                 )
         axis.axhline(1.0, color="grey", linestyle="--", linewidth=1, label="portable")
-        if any(op in VOCABULARY_OPS for op in ops):
+        if any(is_vocabulary_pass(op) for op in ops):
             axis.axhline(SPEEDUP_TARGET_X, color="red", linestyle=":", linewidth=1, label="vocabulary target")
         axis.set_title(f"{family}: x portable", fontsize=9)
         axis.set_xscale("log", base=2)

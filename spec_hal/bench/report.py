@@ -12,6 +12,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from ..conformance.runner import bench_facts, builders
+
 COLUMNS = [
     "op",
     "provider",
@@ -206,23 +208,14 @@ def section(data: dict[str, Any], source: str) -> str:
     return "\n".join(head) + "\n\n" + markdown_table(data) + "\n"
 
 
-#: The ops whose passes run over a whole vocabulary row (the sampling path). From
-#: :data:`SPEEDUP_TARGET_MIN_BS` rows on, their target is 60 % of the copy bandwidth and
-#: :data:`SPEEDUP_TARGET_X` times the portable provider.
-VOCABULARY_OPS = (
-    "top_k_renorm_prob",
-    "top_p_renorm_prob",
-    "fast_topk",
-    "fast_sample",
-    "renorm_draft_probs",
-    "sample_draft_proposal",
-)
-#: Times the portable provider's device time (graph replay) a vocabulary op's providers aim at ...
+#: Times the portable provider's device time (graph replay) a vocabulary pass's providers aim at ...
 SPEEDUP_TARGET_X = 5.0
 #: ... from this many rows on (fewer rows are latency-bound).
 SPEEDUP_TARGET_MIN_BS = 64
-#: Bandwidth targets (share of the device-to-device copy bandwidth of the same run).
-BANDWIDTH_TARGET = {"scatter_mamba_states_after_mtp_verify": 90.0, **dict.fromkeys(VOCABULARY_OPS, 60.0)}
+#: Bandwidth targets (share of the device-to-device copy bandwidth of the same run): a vocabulary
+#: pass's (from :data:`SPEEDUP_TARGET_MIN_BS` rows on), and every other op's unless its builder
+#: states its own (``Benched.bandwidth_target``).
+VOCABULARY_BANDWIDTH_TARGET = 60.0
 BANDWIDTH_TARGET_DEFAULT = 75.0
 #: Below this many bytes a "bandwidth-bound" op is latency-bound in practice: no bandwidth target.
 BANDWIDTH_BOUND_BYTES = 16 << 20
@@ -231,6 +224,26 @@ LATENCY_TARGET_X_FLOOR = 1.5
 NAIVE_TARGET_X = 10.0
 NAIVE_TARGET_BS = 256
 HOST_TARGET_OVER_LAUNCH_US = 3.0
+
+
+def is_vocabulary_pass(op: str) -> bool:
+    """Whether ``op`` passes over whole vocabulary rows (the sampling path; its builder says so)."""
+    return bench_facts(op).vocabulary_pass
+
+
+def bandwidth_target(op: str) -> float:
+    """The share of the copy bandwidth (%) ``op`` aims at: its builder's own, a vocabulary pass's,
+    else :data:`BANDWIDTH_TARGET_DEFAULT`."""
+    facts = bench_facts(op)
+    if facts.bandwidth_target is not None:
+        return facts.bandwidth_target
+    return VOCABULARY_BANDWIDTH_TARGET if facts.vocabulary_pass else BANDWIDTH_TARGET_DEFAULT
+
+
+def bandwidth_targets() -> dict[str, float]:
+    """Every op whose bandwidth target is not the default, with its target (builder order)."""
+    found = {op: bandwidth_target(op) for op in builders()}
+    return {op: share for op, share in found.items() if share != BANDWIDTH_TARGET_DEFAULT}
 
 
 def host_allowance_us(row: dict[str, Any]) -> float:
@@ -245,7 +258,7 @@ def _has_speedup_target(row: dict[str, Any]) -> bool:
     least :data:`SPEEDUP_TARGET_MIN_BS` rows with a speed-up over the portable provider."""
     batch = batch_of(row)
     return (
-        row["op"] in VOCABULARY_OPS
+        is_vocabulary_pass(row["op"])
         and row["provider"] != "portable"
         and batch is not None
         and batch >= SPEEDUP_TARGET_MIN_BS
@@ -312,7 +325,7 @@ def verdicts(row: dict[str, Any], data: dict[str, Any]) -> list[Verdict]:
         # Against empty kernels launched like the op's own launches where the run measured them.
         x_floor = row.get("x_grid_floor", row.get("x_floor", 0))
         found.append(Verdict("latency", x_floor <= LATENCY_TARGET_X_FLOOR, x_floor, f"{x_floor}x"))
-    share = BANDWIDTH_TARGET.get(row["op"], BANDWIDTH_TARGET_DEFAULT)
+    share = bandwidth_target(row["op"])
     bandwidth_bound = row.get("class") == "bandwidth" and row.get("bytes", 0) >= BANDWIDTH_BOUND_BYTES
     if bandwidth_bound and row.get("pct_copy_bw") is not None:
         limit = ""

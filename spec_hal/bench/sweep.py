@@ -29,24 +29,8 @@ from ..conformance.runner import device_context, torch_device_of
 from ..errors import SpecHalError
 from ..registry import TRITON
 from ..testing import use_provider
-from . import LARGE_SIZES, TYPICAL, VOCABULARY_OPS, _accepted, _size_label, builders, bytes_moved, time_graph
+from . import TYPICAL, _accepted, _size_label, bench_facts, builders, bytes_moved, time_graph
 
-#: The ops that walk rows of the vocabulary (one program per row or request, or per chunk of one).
-WALK_OPS: tuple[str, ...] = (
-    *VOCABULARY_OPS,
-    "tree_speculative_sampling_target_only",
-    "chain_speculative_sampling",
-)
-#: The ops a sweep times: the Triton family's copies and passes over the vocabulary, whose tile sizes
-#: (``copy_block_bytes``, ``vocab_block_bytes``) and warp counts a vendor chooses.
-SWEEP_OPS: tuple[str, ...] = (
-    "scatter_mamba_states_after_mtp_verify",
-    "move_kv_cache",
-    "move_accept_tokens_to_target_kvcache",
-    "generate_draft_decode_kv_indices",
-    "commit_mamba_states_after_verify",
-    *WALK_OPS,
-)
 #: Tile sizes in KiB and warp counts tried when neither the option nor the environment names them.
 DEFAULT_KIB = "8,16,32"
 DEFAULT_WARPS = "4,8,16"
@@ -138,28 +122,39 @@ def candidates(
     ]
 
 
+def tiles() -> dict[str, str]:
+    """The ops a sweep times, in the Triton family's order, with the tile each walks in: the
+    launchers whose kernels walk in a tile the vendor's configuration chooses (the copy tile of the
+    copy-bound ops, the vocabulary tile of the passes over a vocabulary row)."""
+    from ..kernels.triton.family import LAUNCHERS
+
+    return {launcher.op: launcher.tile for launcher in LAUNCHERS if launcher.tile is not None}
+
+
 def sweep_ops(requested: Iterable[str] | None) -> list[str]:
-    """The ops to sweep, in :data:`SWEEP_OPS` order (default: all of them); an op a sweep cannot
-    time is an error that lists those it can."""
+    """The ops to sweep, in the family's order (default: all of them); an op a sweep cannot time is
+    an error that lists those it can."""
+    swept = list(tiles())
     if requested is None:
-        return list(SWEEP_OPS)
+        return swept
     requested = set(requested)
-    unknown = sorted(requested - set(SWEEP_OPS))
+    unknown = sorted(requested - set(swept))
     if unknown:
         raise SpecHalError(
             f"--sweep cannot time {', '.join(unknown)}: it sweeps the copy-bound and vocabulary Triton ops "
-            f"({', '.join(SWEEP_OPS)})"
+            f"({', '.join(swept)})"
         )
-    return [op for op in SWEEP_OPS if op in requested]
+    return [op for op in swept if op in requested]
 
 
 def sizes_of(op: str) -> list[dict[str, Any]]:
     """The sizes an op is swept at: the bench's large sizes of the op (an op walking the vocabulary
     also at bs 1, 64 and 512 of the typical vocabulary: few programs, and as many as make the walks
     that do more than stream take the copy tile), else bs 64 and 512."""
-    large = LARGE_SIZES.get(op) or DEFAULT_SWEEP_SIZES
+    large = list(map(dict, bench_facts(op).large_sizes)) or DEFAULT_SWEEP_SIZES
     typical = {s["bs"] for s in large if s.get("vocab", TYPICAL["vocab"]) == TYPICAL["vocab"]}
-    small_batches = [{"bs": b} for b in (1, 64, 512) if b not in typical] if op in WALK_OPS else []
+    walks_vocabulary = tiles().get(op) == "vocabulary"
+    small_batches = [{"bs": b} for b in (1, 64, 512) if b not in typical] if walks_vocabulary else []
     return [*small_batches, *large]
 
 
@@ -173,9 +168,11 @@ def format_line(row: dict[str, Any]) -> str:
 def _bind(op: str, vendor: str, config: Any) -> None:
     """Register the Triton family's launcher of ``op`` for ``vendor`` with ``config``, in place of
     the one bound (the same registration the family binding makes)."""
-    from ..kernels.triton.family import LAUNCHERS
+    from ..kernels.triton.family import launcher_of
 
-    getattr(public_ops, op).register_impl(vendor, TRITON, functools.partial(LAUNCHERS[op], config))
+    launcher = launcher_of(op)
+    assert launcher is not None, op  # sweep_ops() only names ops of the family
+    getattr(public_ops, op).register_impl(vendor, TRITON, functools.partial(launcher.launch, config))
 
 
 def run(
@@ -243,13 +240,12 @@ def run(
 __all__ = [
     "DEFAULT_KIB",
     "DEFAULT_WARPS",
-    "SWEEP_OPS",
-    "WALK_OPS",
     "candidates",
     "parse_counts",
     "row_programs",
     "run",
     "sweep_ops",
     "tile_kib",
+    "tiles",
     "warp_counts",
 ]

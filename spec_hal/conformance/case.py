@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import torch
 
@@ -81,6 +81,57 @@ def bad_case(
     :func:`with_changes`). The leading parameters are positional-only so that any argument name of
     an op can be a change."""
     return BadCase(op, name, with_changes(build, **changes), error, match, value_check)
+
+
+@dataclass(frozen=True)
+class Benched:
+    """What ``spec-hal bench`` reads of an op's builder besides the inputs it builds.
+
+    Attributes:
+        large_sizes: builder sizes a full bench adds to its batches (bandwidth-bound sizes).
+        vocabulary_pass: the op passes over whole vocabulary rows (the sampling path): from
+            ``SPEEDUP_TARGET_MIN_BS`` rows on, its accelerated providers aim at ``SPEEDUP_TARGET_X``
+            times the portable one and at the vocabulary's share of the copy bandwidth.
+        bandwidth_target: the share of the copy bandwidth (%) it aims at where that is not the
+            default's (None: the default, or the vocabulary's for a vocabulary pass).
+        noise_like: the argument whose shape the exponential race's noise has, where the public
+            call draws it from the caller's generator before it dispatches (D2, D4; every provider
+            then reads it): the bench times that draw apart. None: the call draws nothing.
+    """
+
+    large_sizes: tuple[Mapping[str, Any], ...] = ()
+    vocabulary_pass: bool = False
+    bandwidth_target: float | None = None
+    noise_like: str | None = None
+
+
+B = TypeVar("B", bound=Callable[..., dict[str, Any]])
+
+
+def benched(
+    *,
+    large_sizes: Iterable[Mapping[str, Any]] = (),
+    vocabulary_pass: bool = False,
+    bandwidth_target: float | None = None,
+    noise_like: str | None = None,
+) -> Callable[[B], B]:
+    """Decorate an op's builder with what the bench reads of it (:class:`Benched`)."""
+    facts = Benched(tuple(large_sizes), vocabulary_pass, bandwidth_target, noise_like)
+
+    def mark(builder: B) -> B:
+        builder.benched = facts  # type: ignore[attr-defined]
+        return builder
+
+    return mark
+
+
+def bench_facts_of(builder: Callable[..., Any]) -> Benched:
+    """What the bench reads of ``builder`` (nothing beyond its inputs where it was not decorated)."""
+    facts: Benched = getattr(builder, "benched", _TYPICAL_SIZES_ONLY)
+    return facts
+
+
+_TYPICAL_SIZES_ONLY = Benched()
 
 
 #: A row of a family's bad-case table: (op, case name, error, match, the keyword arguments of

@@ -9,5 +9,13 @@ PAGE_SIZES = (1, 4, 16)
 INDEX_DTYPES = (torch.int32, torch.int64)
 
 #: Sentinels used to poison outputs before a call.
+#: The bench's large sizes of a pass over vocabulary rows: batches at a 128k vocabulary (32k is the
+#: typical size).
+LARGE_VOCABULARY_SIZES = tuple({"bs": b, "vocab": 131072} for b in (64, 512))
+#: A batch of as many rows as the vendors' ``row_programs`` (or more), at a 128k vocabulary: the
+#: renormalisation still splits each row over programs there (a test checks it), the rows in flight
+#: far outgrowing L2.
+FULL_DEVICE_BENCH_BATCH = 1024
+
 POISON_INT = -7
 POISON_FLOAT = float("nan")

@@ -32,7 +32,7 @@ from ..reporting import git_commit, versions
 from ..testing import emulate, use_provider
 from ..validation import value_checks_enabled
 from . import cases as cases_package
-from .case import BadCase, Case
+from .case import BadCase, Benched, Case, bench_facts_of
 from .tolerance import tolerance
 
 CPU = torch.device("cpu")
@@ -77,6 +77,26 @@ def family_modules() -> list[Any]:
     for info in pkgutil.iter_modules(cases_package.__path__):
         found.append(importlib.import_module(f"{cases_package.__name__}.{info.name}"))
     return found
+
+
+@functools.cache
+def _builders() -> dict[str, Callable[..., dict[str, Any]]]:
+    found: dict[str, Callable[..., dict[str, Any]]] = {}
+    for module in family_modules():
+        found.update(getattr(module, "BUILDERS", {}))
+    return found
+
+
+def builders() -> dict[str, Callable[..., dict[str, Any]]]:
+    """Each op's builder of valid arguments (``builder(device, **sizes)``), by op name: the inputs
+    of the bench and of ``spec-hal compile`` (a new dict: callers may change it)."""
+    return dict(_builders())
+
+
+def bench_facts(op: str) -> Benched:
+    """What the bench reads of ``op``'s builder: its large sizes and targets (:class:`Benched`)."""
+    builder = _builders().get(op)
+    return bench_facts_of(builder) if builder is not None else Benched()
 
 
 def all_cases() -> list[Case]:

@@ -123,7 +123,7 @@ class Registry:
                 {op: list(impls) for op, impls in STATE.impls.items()},
                 set(STATE.loaded_bindings),
                 dict(STATE.unavailable),
-                dict(STATE.family_intents),
+                dict(STATE.bound_intents),
                 dict(STATE.runtimes),
                 dict(STATE.binding_failures),
                 STATE.emulated_cpu_vendor,  # an emulation around the block outlives it
@@ -137,7 +137,7 @@ class Registry:
                     STATE.impls,
                     STATE.loaded_bindings,
                     STATE.unavailable,
-                    STATE.family_intents,
+                    STATE.bound_intents,
                     STATE.runtimes,
                     STATE.binding_failures,
                     STATE.emulated_cpu_vendor,

@@ -54,8 +54,8 @@ class State:
         #: Vendors whose families or ``bindings`` raised when last loaded: name -> what raised.
         self.binding_failures: dict[str, str] = {}
         self.unavailable: dict[tuple[str, str], str] = {}
-        #: Intents a bound kernel family states for a vendor: (vendor, op) -> intent.
-        self.family_intents: dict[tuple[str, str], Intent] = {}
+        #: Intents stated when a vendor's families and bindings are bound: (vendor, op) -> intent.
+        self.bound_intents: dict[tuple[str, str], Intent] = {}
         #: Providers forced by :func:`spec_hal.testing.use_provider` (op -> provider).
         self.forced: dict[str, str] = {}
         self.generation = 0
@@ -158,13 +158,16 @@ def register_impl(
     *,
     priority: int | None = None,
     supports: Callable[[Variant], Decline] | None = None,
+    intended: str | None = None,
 ) -> None:
     """Register ``fn`` as ``provider`` of ``op`` on ``vendor``.
 
     ``fn`` takes the op's provider arguments (the reference's signature; checked here when the op
     is defined) and writes its outputs. ``supports(variant)`` returns None to accept a variant or a
     reason to decline it. ``priority`` defaults by provider: portable 0, triton 200, any other (a
-    vendor kernel) 300.
+    vendor kernel) 300. ``intended`` makes the provider the vendor's intended one for ``op``, with
+    that reason (a descriptor's own ``intents`` entry still wins): a vendor's bindings say so where
+    they register the provider.
     """
     defined = STATE.ops.get(op)
     if defined is not None:
@@ -177,6 +180,8 @@ def register_impl(
         impls.append(impl)
         impls.sort(key=lambda i: -i.priority)
         STATE.impls[op] = impls
+        if intended is not None:
+            STATE.bound_intents[(vendor, op)] = Intent(provider, intended)
         invalidate_locked(registry_changed=True)
 
 
@@ -190,9 +195,9 @@ def declare_unavailable(vendor: str, provider: str, reason: str) -> None:
 
 def declare_intent(vendor: str, op: str, intent: Intent) -> None:
     """What a kernel family bound for ``vendor`` intends for ``op`` (a descriptor's own ``intents``
-    entry still wins): family binders call this for the ops the family leaves to another provider."""
+    entry still wins): family binders call this for the ops they serve or leave to another provider."""
     with STATE.lock:
-        STATE.family_intents[(vendor, op)] = intent
+        STATE.bound_intents[(vendor, op)] = intent
         invalidate_locked(registry_changed=True)
 
 
@@ -200,7 +205,7 @@ def intent_of(descriptor: DeviceDescriptor, op: str) -> Intent:
     stated = descriptor.intents.get(op)
     if stated is not None:
         return stated
-    return STATE.family_intents.get((descriptor.name, op), descriptor.default_intent)
+    return STATE.bound_intents.get((descriptor.name, op), descriptor.default_intent)
 
 
 def register_op(op: BindableOp) -> None:

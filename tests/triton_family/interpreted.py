@@ -11,17 +11,17 @@ def small_cases(op: str):
     return [case for case in all_cases() if case.op == op and case.small]
 
 
-def register_launchers(vendor: str, config, launchers: dict) -> list[str]:
-    """Register ``launchers`` (a family module's ``LAUNCHERS``) for ``vendor`` with ``config``, which
-    the composition root would replace by the interpreter's: tests of a vendor's real launch
-    configuration under the interpreter. Returns the ops registered."""
+def register_launchers(vendor: str, config, launchers) -> list[str]:
+    """Register ``launchers`` (a family module's ``LAUNCHERS`` records) for ``vendor`` with
+    ``config``, which the composition root would replace by the interpreter's: tests of a vendor's
+    real launch configuration under the interpreter. Returns the ops registered."""
     import functools
 
     from spec_hal import ops
 
-    for name, launcher in launchers.items():
-        getattr(ops, name).register_impl(vendor, "triton", functools.partial(launcher, config))
-    return list(launchers)
+    for launcher in launchers:
+        getattr(ops, launcher.op).register_impl(vendor, "triton", functools.partial(launcher.launch, config))
+    return [launcher.op for launcher in launchers]
 
 
 def provider(op: str, config=None):
@@ -32,4 +32,6 @@ def provider(op: str, config=None):
     from spec_hal.kernels.triton import family
     from spec_hal.kernels.triton.config import INTERPRETER
 
-    return functools.partial(family.LAUNCHERS[op], INTERPRETER if config is None else config)
+    launcher = family.launcher_of(op)
+    assert launcher is not None, f"the Triton family has no launcher of {op}"
+    return functools.partial(launcher.launch, INTERPRETER if config is None else config)

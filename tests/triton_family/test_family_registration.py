@@ -20,31 +20,51 @@ def test_every_triton_vendor_registers_the_same_providers():
     assert all(ops == registered["cuda"] for ops in registered.values())
 
 
-def test_the_family_coverage_is_its_launcher_table():
+def test_the_family_coverage_is_its_launcher_records():
     from spec_hal.kernels.triton import family
 
+    covered = {launcher.op for launcher in family.LAUNCHERS}
+    assert len(covered) == len(family.LAUNCHERS), "an op with two launcher records"
     for vendor in TRITON_VENDORS:
         descriptor = registry.REGISTRY.load_bindings(vendor)
+        config = descriptor.families["triton"]
         with_triton = {
             op
             for op in registry.ops()
             if any(i.provider == "triton" for i in registry.implementations(op, vendor))
         }
-        assert with_triton == set(family.LAUNCHERS)
-        for op in (set(registry.ops()) - with_triton) | (set(family.LEFT_TO_TORCH) - set(descriptor.intents)):
+        assert with_triton == covered
+        for op in set(registry.ops()) - covered:
             intent = registry.intent_of(descriptor, op)
             assert intent.provider == "portable" and intent.reason, (vendor, op)
-        for op in family.LAUNCHERS:
-            if op not in descriptor.intents:  # a vendor's own exception (MUSA's KV move) wins
-                expected = "portable" if op in family.LEFT_TO_TORCH else "triton"
-                assert registry.intent_of(descriptor, op).provider == expected, (vendor, op)
+        for launcher in family.LAUNCHERS:
+            if launcher.op not in descriptor.intents:  # a vendor's own exception (MUSA's KV move) wins
+                intended = not launcher.wants_vocabulary_tile or config.vocab_block_bytes
+                intent = registry.intent_of(descriptor, launcher.op)
+                assert intent.provider == ("triton" if intended else "portable"), (vendor, launcher.op)
+                assert intent.reason, (vendor, launcher.op)
 
 
-def test_only_a_vendor_with_a_vocabulary_tile_intends_the_vocabulary_walks():
+def test_an_op_without_a_kernel_states_why_torch_serves_it():
+    """The op object's ``portable_reason`` is the intent's reason on every vendor binding the family
+    (the family's own words where the op gives none)."""
+    from spec_hal import ops
     from spec_hal.kernels.triton import family
 
-    walks = ("fast_sample", "renorm_draft_probs", "sample_draft_proposal")
-    assert set(walks) <= set(family.LEFT_TO_TORCH)
+    covered = {launcher.op for launcher in family.LAUNCHERS}
+    with_reason = {name for name, op in registry.ops().items() if getattr(op, "portable_reason", None)}
+    assert with_reason and not with_reason & covered
+    for vendor in TRITON_VENDORS:
+        descriptor = registry.REGISTRY.load_bindings(vendor)
+        for name in with_reason:
+            assert registry.intent_of(descriptor, name).reason == getattr(ops, name).portable_reason
+
+
+def test_only_a_vendor_with_a_vocabulary_tile_intends_the_walks_that_want_one():
+    from spec_hal.kernels.triton import family
+
+    walks = [launcher.op for launcher in family.LAUNCHERS if launcher.wants_vocabulary_tile]
+    assert {"fast_sample", "renorm_draft_probs", "sample_draft_proposal"} <= set(walks)
     intended = {}
     for vendor in TRITON_VENDORS:
         descriptor = registry.REGISTRY.load_bindings(vendor)
@@ -52,3 +72,4 @@ def test_only_a_vendor_with_a_vocabulary_tile_intends_the_vocabulary_walks():
         intended[vendor] = expected
         assert {registry.intent_of(descriptor, op).provider for op in walks} == {expected}, vendor
     assert intended["cuda"] == "triton"
+    assert intended["hip"] == "portable"  # the cdna configuration has no vocabulary tile of its own

@@ -124,7 +124,7 @@ def test_the_conformance_and_bench_sizes_reach_every_launch_shape(vendor):
     renorm sizes reach both kernels: ``many_rows`` and ``few_rows`` (up to the longest row registers
     hold) the resident one, the 128k cases and ``many_rows_wide`` the split one (rows longer than registers
     split at any batch)."""
-    from spec_hal.bench import FULL_DEVICE_BENCH_BATCH
+    from spec_hal.conformance.grid import FULL_DEVICE_BENCH_BATCH
 
     config = VENDOR_CONFIGS[vendor]
     assert config.row_programs <= FULL_DEVICE_BENCH_BATCH

@@ -20,7 +20,7 @@ import torch
 
 from ...ops.sampling.keyed import DOMAINS, LANE_LIMIT, POSITION_LIMIT
 from .. import grid
-from ..case import BadCase, Case, bad_case, with_entry
+from ..case import BadCase, Case, bad_case, benched, with_entry
 from . import renorm, sampling, tree
 
 # --------------------------------------------------------------------------------------------------
@@ -87,6 +87,8 @@ def oracle_uniforms(seeds: list[int], positions: list[int], step: int, domain: i
 # Builders
 
 
+# the noise of the draft proposals at a 128k vocabulary
+@benched(large_sizes=grid.LARGE_VOCABULARY_SIZES)
 def build_keyed_uniform(
     device: torch.device,
     *,

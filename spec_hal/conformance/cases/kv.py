@@ -18,7 +18,7 @@ import torch
 
 from ...ops.kv import KVBuffers
 from .. import grid
-from ..case import BadCase, Case, bad_case
+from ..case import BadCase, Case, bad_case, benched
 
 __all__ = ["BUILDERS", "cases", "bad_cases"]
 
@@ -61,6 +61,12 @@ def _accepted_nodes(num_accepted: int, draft_token_num: int, generator: torch.Ge
     return [0, *picked.tolist()]
 
 
+#: The bench's large sizes: KV rows of 8 KV heads x 128 dims bf16 (2 KiB); bs 64 / 512 segments of
+#: 4 lanes move 256 / 2048 slots.
+_LARGE_SIZES = tuple({"bs": bs, "num_layers": 60, "row_shape": (8, 128)} for bs in (64, 512))
+
+
+@benched(large_sizes=_LARGE_SIZES)
 def build_move_kv_cache(
     device: torch.device,
     *,
@@ -100,6 +106,7 @@ def build_move_kv_cache(
     }
 
 
+@benched(large_sizes=_LARGE_SIZES)
 def build_move_accept_tokens_to_target_kvcache(
     device: torch.device,
     *,

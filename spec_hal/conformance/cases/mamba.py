@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from .. import grid
-from ..case import BadCase, BadRow, Case, bad_cases_from
+from ..case import BadCase, BadRow, Case, bad_cases_from, benched
 
 __all__ = ["BUILDERS", "VerifyStates", "cases", "bad_cases"]
 
@@ -144,6 +144,15 @@ def _lines_and_steps(
     }
 
 
+#: The bench's large sizes: 48 layers of 32 x 128 x 128 fp32 SSM states (2 MiB per entry), drawn on
+#: the device.
+_LARGE_SIZES = tuple(
+    {"bs": bs, "num_layers": 48, "ssm_entry": (32, 128, 128), "dtype": torch.float32, "device_random": True}
+    for bs in (8, 32)
+)
+
+
+@benched(large_sizes=_LARGE_SIZES, bandwidth_target=90.0)
 def build_scatter_mamba_states_after_mtp_verify(
     device: torch.device,
     *,
@@ -177,6 +186,8 @@ def build_scatter_mamba_states_after_mtp_verify(
     }
 
 
+# the same states committed from accept_index (G1 steps computed inside the scatter launch)
+@benched(large_sizes=tuple({"bs": sizes["bs"], "topk": 1, **sizes} for sizes in _LARGE_SIZES))
 def build_commit_mamba_states_after_verify(
     device: torch.device,
     *,

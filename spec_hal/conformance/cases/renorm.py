@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from .. import grid
-from ..case import BadCase, Case, CaseKind, bad_case, with_entry
+from ..case import BadCase, Case, CaseKind, bad_case, benched, with_entry
 from .sampling import case_label, poison, spread
 
 #: Row totals stay below this many units (float32 holds every integer up to 2**24 exactly).
@@ -112,6 +112,11 @@ def _random_arguments(
     return _parameter_arguments(device, probs, name, parameter, in_place, with_out)
 
 
+#: The bench's large sizes: the vocabulary pass's, and a batch as large as the device's programs.
+_LARGE_SIZES = (*grid.LARGE_VOCABULARY_SIZES, {"bs": grid.FULL_DEVICE_BENCH_BATCH, "vocab": 131072})
+
+
+@benched(vocabulary_pass=True, large_sizes=_LARGE_SIZES)
 def build_top_k_renorm_prob(
     device: torch.device,
     *,
@@ -133,6 +138,7 @@ def build_top_k_renorm_prob(
     )
 
 
+@benched(vocabulary_pass=True, large_sizes=_LARGE_SIZES)
 def build_top_p_renorm_prob(
     device: torch.device,
     *,

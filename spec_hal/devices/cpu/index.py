@@ -103,6 +103,11 @@ def generate_draft_decode_kv_indices(
     )
 
 
+#: Why the CPU intends these providers (the ragged copies build their index once, with
+#: repeat_interleave: about ten ops where the portable reference takes some thirty).
+_RAGGED = "ragged index built once on the host (the data is on the host)"
+
+
 def register() -> None:
     for provider in (
         assign_extend_cache_locs,
@@ -110,6 +115,11 @@ def register() -> None:
         fill_accept_out_cache_loc,
         get_target_cache_loc,
         filter_finished_cache_loc,
-        generate_draft_decode_kv_indices,
     ):
-        getattr(ops, provider.__name__).register_impl("cpu", _PROVIDER, provider)
+        getattr(ops, provider.__name__).register_impl("cpu", _PROVIDER, provider, intended=_RAGGED)
+    ops.generate_draft_decode_kv_indices.register_impl(
+        "cpu",
+        _PROVIDER,
+        generate_draft_decode_kv_indices,
+        intended="fills only the used columns of each KV-index row",
+    )

@@ -56,4 +56,6 @@ def keyed_uniform(seeds: Tensor, positions: Tensor, step: int, domain: int, out:
 
 
 def register() -> None:
-    ops.keyed_uniform.register_impl("cpu", _PROVIDER, keyed_uniform)
+    ops.keyed_uniform.register_impl(
+        "cpu", _PROVIDER, keyed_uniform, intended="Philox in numpy's unsigned words: no 16-bit limbs"
+    )

@@ -27,4 +27,9 @@ def top_k_renorm_prob(probs: Tensor, top_k: Tensor | None, top_k_value: int, out
 
 
 def register() -> None:
-    ops.top_k_renorm_prob.register_impl("cpu", _PROVIDER, top_k_renorm_prob)
+    ops.top_k_renorm_prob.register_impl(
+        "cpu",
+        _PROVIDER,
+        top_k_renorm_prob,
+        intended="a top-k of the batch's largest k instead of a sort of every row",
+    )

@@ -10,7 +10,8 @@ from .detection import probe
 #: (docs/bench/history/notes.md, on the finisher). The walks over the vocabulary take 32 KiB tiles
 #: with 16 warps; fast_topk and fast_sample keep the copy tile from 512 programs on (the H200 sweep
 #: in docs/bench/history/sweep-vocab-tile-h200-bda43c5.json); the tree sampling verify keeps the
-#: vocabulary tile at any batch (its sums over V follow the tile).
+#: vocabulary tile at any batch (its sums over V follow the tile). With this vocabulary tile the
+#: launchers that want one beat torch on the H200 (docs/performance.md): cuda intends them.
 TRITON_CONFIG = LaunchConfig(
     "hopper",
     num_warps=4,
@@ -24,10 +25,6 @@ TRITON_CONFIG = LaunchConfig(
     copy_tile_programs=512,
 )
 
-#: The family leaves these to torch where a vendor's vocabulary tile is unmeasured; with hopper's,
-#: the launchers beat torch on the H200 (docs/performance.md).
-_VOCABULARY_WALKS = ("fast_sample", "renorm_draft_probs", "sample_draft_proposal")
-
 DESCRIPTOR = DeviceDescriptor(
     name="cuda",
     device_type="cuda",
@@ -37,10 +34,6 @@ DESCRIPTOR = DeviceDescriptor(
     capabilities=Capabilities(graph_capture=True, triton=True, record_stream=True, needs_device_guard=True),
     runtime="spec_hal.devices.cuda.runtime:RUNTIME",
     families={"triton": TRITON_CONFIG},
-    intents={
-        op: Intent(TRITON, "the shared Triton family, with hopper's vocabulary tile")
-        for op in _VOCABULARY_WALKS
-    },
     default_intent=Intent(TRITON, "the shared Triton family"),
     notes=(
         "launch configuration 'hopper' (TRITON_CONFIG in spec_hal/devices/cuda)",

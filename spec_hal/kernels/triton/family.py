@@ -1,50 +1,48 @@
-"""The Triton family's coverage: every launcher of its modules, by op name.
+"""The Triton family's coverage: every launcher of its modules.
 
 A launcher is ``launcher(config, *provider_arguments)``: it takes a vendor's launch configuration,
 then the op's provider arguments (the reference's signature), and launches. Binding the family for
-a vendor registers ``launcher`` with that vendor's configuration for every op of :data:`LAUNCHERS`,
-as the intended provider unless :data:`LEFT_TO_TORCH` gives the reason torch serves the op.
+a vendor registers each :data:`LAUNCHERS` record's launcher with that vendor's configuration, as the
+intended provider unless the record says it wants a vocabulary tile the vendor has not measured.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 
 from . import index, keyed, kv, mamba, renorm, sampling, simulated, softmax, tree, vocab
 from .config import INTERPRETER, LaunchConfig
+from .launcher import Launcher
 
-LAUNCHERS: dict[str, Callable[..., None]] = {
-    **index.LAUNCHERS,
-    **keyed.LAUNCHERS,
-    **kv.LAUNCHERS,
-    **mamba.LAUNCHERS,
-    **tree.LAUNCHERS,
-    **sampling.LAUNCHERS,
-    **vocab.LAUNCHERS,
-    **softmax.LAUNCHERS,
-    **renorm.LAUNCHERS,
-    **simulated.LAUNCHERS,
-}
+LAUNCHERS: tuple[Launcher, ...] = (
+    *index.LAUNCHERS,
+    *keyed.LAUNCHERS,
+    *kv.LAUNCHERS,
+    *mamba.LAUNCHERS,
+    *tree.LAUNCHERS,
+    *sampling.LAUNCHERS,
+    *vocab.LAUNCHERS,
+    *softmax.LAUNCHERS,
+    *renorm.LAUNCHERS,
+    *simulated.LAUNCHERS,
+)
 
-#: Ops every vendor binding the family intends portable for, with the reason: torch runs them as
-#: well as a kernel would, the family does not cover them yet, or its launcher (still registered,
-#: selectable with SPEC_HAL_OPS) loses to torch at the batch sizes engines decode with. A vendor's
-#: own intents win (cuda intends the vocabulary walks).
-_COPY_TILE_LOSES = (
+#: Why a vendor without a vocabulary tile of its own intends portable for a launcher that wants one.
+COPY_TILE_LOSES = (
     "walking rows in the copy tile, its Triton launcher loses to torch at small batches on the H200 "
     "(docs/performance.md); vendors that measured a vocabulary tile of their own (vocab_block_bytes, "
     "as cuda did) intend it"
 )
-LEFT_TO_TORCH: dict[str, str] = {
-    "fast_sample": _COPY_TILE_LOSES,
-    "renorm_draft_probs": _COPY_TILE_LOSES,
-    "sample_draft_proposal": _COPY_TILE_LOSES,
-    "select_top_k_tokens": "one top-k and two gathers; the hidden-state gather is a torch copy",
-    "organize_draft_results": "a sort and gathers over [bs, K + (S-1)K^2]: torch is a few launches",
-    "pack_ngram_full_mask": "NGRAM only; not yet in the Triton family",
-    "reconstruct_indices_from_tree_mask": "NGRAM only; not yet in the Triton family",
-}
+
+
+def launcher_of(op: str) -> Launcher | None:
+    """The family's launcher record of ``op``; None where the family has no kernel for it."""
+    return next((launcher for launcher in LAUNCHERS if launcher.op == op), None)
+
+
+def intends(launcher: Launcher, vendor_config: LaunchConfig) -> bool:
+    """Whether a vendor with ``vendor_config`` intends ``launcher`` (else torch serves the op)."""
+    return not launcher.wants_vocabulary_tile or bool(vendor_config.vocab_block_bytes)
 
 
 def interpreted() -> bool:

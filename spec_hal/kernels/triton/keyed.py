@@ -16,6 +16,7 @@ import triton.language as tl
 from .config import LaunchConfig
 from .device_math import KEYED_GROUP, keyed_row, keyed_uniform_block
 from .launch import Launch, cdiv, kernel, next_power_of_2
+from .launcher import Launcher
 from .sizing import copy_warps
 
 
@@ -62,5 +63,5 @@ def launch_keyed_uniform(
     )
 
 
-#: The family's launchers of this module: op name -> launcher(config, *provider arguments).
-LAUNCHERS = {"keyed_uniform": launch_keyed_uniform}
+#: The family's launchers of this module.
+LAUNCHERS: tuple[Launcher, ...] = (Launcher("keyed_uniform", launch_keyed_uniform),)

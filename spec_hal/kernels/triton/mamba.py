@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
 
 import torch
 import triton
@@ -34,6 +33,7 @@ import triton.language as tl
 from .config import LaunchConfig
 from .device_math import floor_div
 from .launch import Launch, cdiv, kernel, next_power_of_2
+from .launcher import Launcher
 
 __all__ = ["LAUNCHERS"]
 
@@ -760,9 +760,9 @@ def _commit_mamba_states(
     )
 
 
-#: The family's launchers of this module: op name -> launcher(config, *provider arguments).
-LAUNCHERS: dict[str, Callable[..., None]] = {
-    "verify_commit_step_indices": _verify_commit_step_indices,
-    "scatter_mamba_states_after_mtp_verify": _scatter_mamba_states,
-    "commit_mamba_states_after_verify": _commit_mamba_states,
-}
+#: The family's launchers of this module.
+LAUNCHERS: tuple[Launcher, ...] = (
+    Launcher("verify_commit_step_indices", _verify_commit_step_indices),
+    Launcher("scatter_mamba_states_after_mtp_verify", _scatter_mamba_states, tile="copy"),
+    Launcher("commit_mamba_states_after_verify", _commit_mamba_states, tile="copy"),
+)

@@ -56,7 +56,6 @@ Two shapes of launch:
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
@@ -66,6 +65,7 @@ import triton.language as tl
 from .config import LaunchConfig
 from .device_math import chunk_lanes
 from .launch import Launch, LaunchSequence, cdiv, kernel, next_power_of_2
+from .launcher import Launcher
 from .sizing import warps
 
 #: Bits of a key (the sign bit of a non-negative float is 0).
@@ -785,8 +785,8 @@ def _top_p_renorm_prob(
     _launch(config, probs, top_p, top_p_value, out, top_p=True)
 
 
-#: The family's launchers of this module: op name -> launcher(config, *provider arguments).
-LAUNCHERS: dict[str, Callable[..., None]] = {
-    "top_k_renorm_prob": _top_k_renorm_prob,
-    "top_p_renorm_prob": _top_p_renorm_prob,
-}
+#: The family's launchers of this module.
+LAUNCHERS: tuple[Launcher, ...] = (
+    Launcher("top_k_renorm_prob", _top_k_renorm_prob, tile="vocabulary"),
+    Launcher("top_p_renorm_prob", _top_p_renorm_prob, tile="vocabulary"),
+)

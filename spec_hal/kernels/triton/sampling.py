@@ -29,7 +29,6 @@ launch too; the second launch costs about as much and needs no atomics.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 
 import torch
 import triton
@@ -38,6 +37,7 @@ import triton.language as tl
 from ..._constants import NAN_LOGIT, SIMULATED_TOKEN
 from .config import LaunchConfig
 from .launch import Launch, cdiv, kernel, next_power_of_2
+from .launcher import Launcher
 
 #: Programs the first launch aims at: several per SM of a ~100-SM device.
 _TARGET_PROGRAMS = 1024
@@ -671,9 +671,9 @@ def _draft_extend_topk1_launch(shape: _ArgmaxShape, batch: int, hidden_block: in
 
 # --------------------------------------------------------------------------------------------------
 
-#: The family's launchers of this module: op name -> launcher(config, *provider arguments).
-LAUNCHERS: dict[str, Callable[..., None]] = {
-    "draft_topk1_postprocess": _draft_topk1_postprocess,
-    "target_verify_topk1_postprocess": _target_verify_topk1_postprocess,
-    "draft_extend_topk1_postprocess": _draft_extend_topk1_postprocess,
-}
+#: The family's launchers of this module.
+LAUNCHERS: tuple[Launcher, ...] = (
+    Launcher("draft_topk1_postprocess", _draft_topk1_postprocess),
+    Launcher("target_verify_topk1_postprocess", _target_verify_topk1_postprocess),
+    Launcher("draft_extend_topk1_postprocess", _draft_extend_topk1_postprocess),
+)

@@ -17,6 +17,7 @@ import triton.language as tl
 from ..._constants import SIMULATED_TOKEN
 from .config import LaunchConfig
 from .launch import Launch, cdiv, kernel, next_power_of_2
+from .launcher import Launcher
 
 
 @kernel
@@ -111,5 +112,7 @@ def _simulated_accept_launch(config: LaunchConfig, bs: int, lanes: int, real_dra
     )
 
 
-#: The family's launchers of this module: op name -> launcher(config, *provider arguments).
-LAUNCHERS = {"generate_simulated_accept_index": _generate_simulated_accept_index}
+#: The family's launchers of this module.
+LAUNCHERS: tuple[Launcher, ...] = (
+    Launcher("generate_simulated_accept_index", _generate_simulated_accept_index),
+)

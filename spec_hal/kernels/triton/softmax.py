@@ -22,7 +22,6 @@ batch around it made the launch split or not.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 
 import torch
 import triton
@@ -31,6 +30,7 @@ import triton.language as tl
 from .config import LaunchConfig
 from .device_math import chunk_lanes
 from .launch import cdiv, kernel, next_power_of_2
+from .launcher import Launcher
 from .sizing import walk_tile
 from .vocab import (
     FLOAT32_TINY,
@@ -404,8 +404,22 @@ def _sample_draft_proposal(
     _launch_softmax(config, logits, temperatures, out_q, (top_ks, race, out_q_x, out_x))
 
 
-#: The family's launchers of this module: op name -> launcher(config, *provider arguments).
-LAUNCHERS: dict[str, Callable[..., None]] = {
-    "renorm_draft_probs": _renorm_draft_probs,
-    "sample_draft_proposal": _sample_draft_proposal,
-}
+#: The family's launchers of this module.
+LAUNCHERS: tuple[Launcher, ...] = (
+    # One long row: the softmax splits it into chunks on every vendor (the bench's 64 rows of 128k
+    # take 8 chunks a row only with hopper's row_programs).
+    Launcher(
+        "renorm_draft_probs",
+        _renorm_draft_probs,
+        tile="vocabulary",
+        wants_vocabulary_tile=True,
+        coverage_sizes=({"vocab": 131072, "bs": 1},),
+    ),
+    Launcher(
+        "sample_draft_proposal",
+        _sample_draft_proposal,
+        tile="vocabulary",
+        wants_vocabulary_tile=True,
+        coverage_sizes=({"vocab": 131072, "bs": 1},),
+    ),
+)

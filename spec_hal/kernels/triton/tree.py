@@ -23,7 +23,6 @@ int64. The results equal the portable references of ``spec_hal/ops/tree.py`` lan
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 
 import torch
 import triton
@@ -32,6 +31,7 @@ import triton.language as tl
 from ..._constants import FULL_MASK, QLEN_ONLY, QLEN_ONLY_BITPACKING, SIGNED_OF
 from .config import LaunchConfig
 from .launch import Launch, cdiv, kernel, next_power_of_2
+from .launcher import Launcher
 from .sizing import request_warps, walk_tile
 
 #: Bitpacked mask items are ORed bitwise: unsigned items are handed to Triton as the signed type of
@@ -704,13 +704,15 @@ def _fill_bonus_tokens_launch(config: LaunchConfig, bs: int, width: int) -> Laun
 
 # --------------------------------------------------------------------------------------------------
 
-#: The family's launchers of this module: op name -> launcher(config, *provider arguments).
-LAUNCHERS: dict[str, Callable[..., None]] = {
-    "build_tree_kernel_efficient": _build_tree_kernel_efficient,
-    "verify_tree_greedy": _verify_tree_greedy,
-    "tree_speculative_sampling_target_only": _tree_speculative_sampling_target_only,
-    "chain_speculative_sampling": _chain_speculative_sampling,
-    "fill_bonus_tokens": _fill_bonus_tokens,
-}
+#: The family's launchers of this module.
+LAUNCHERS: tuple[Launcher, ...] = (
+    Launcher("build_tree_kernel_efficient", _build_tree_kernel_efficient),
+    Launcher("verify_tree_greedy", _verify_tree_greedy),
+    Launcher(
+        "tree_speculative_sampling_target_only", _tree_speculative_sampling_target_only, tile="vocabulary"
+    ),
+    Launcher("chain_speculative_sampling", _chain_speculative_sampling, tile="vocabulary"),
+    Launcher("fill_bonus_tokens", _fill_bonus_tokens),
+)
 
 assert (FULL_MASK, QLEN_ONLY, QLEN_ONLY_BITPACKING) == (0, 1, 2)  # the kernel's MODE values

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
@@ -38,6 +37,7 @@ from .config import LaunchConfig
 from .device_math import chunk_lanes, keyed_row, keyed_uniform_block
 from .keyed import launch_keyed_uniform
 from .launch import Launch, cdiv, kernel, next_power_of_2
+from .launcher import Launcher
 from .sizing import walk_tile
 
 #: Largest k (``fast_topk``) and num_samples (``fast_sample``) of the kernel: its set of the k best
@@ -553,8 +553,21 @@ def _fast_sample(
 
 # --------------------------------------------------------------------------------------------------
 
-#: The family's launchers of this module: op name -> launcher(config, *provider arguments).
-LAUNCHERS: dict[str, Callable[..., None]] = {
-    "fast_topk": _fast_topk,
-    "fast_sample": _fast_sample,
-}
+#: The family's launchers of this module.
+LAUNCHERS: tuple[Launcher, ...] = (
+    # Rows enough to fill the device: one program walks each, where the bench's batches split them;
+    # one long row: too few programs for the copy tile, split into chunks of the vocabulary tile.
+    Launcher(
+        "fast_topk",
+        _fast_topk,
+        tile="vocabulary",
+        coverage_sizes=({"topk": 4, "vocab": 32768, "bs": 2048}, {"topk": 4, "vocab": 131072, "bs": 1}),
+    ),
+    Launcher(
+        "fast_sample",
+        _fast_sample,
+        tile="vocabulary",
+        wants_vocabulary_tile=True,
+        coverage_sizes=({"vocab": 131072, "bs": 1},),
+    ),
+)

@@ -393,6 +393,7 @@ def _select_top_k_tokens_reference(
     ),
     op_class="bandwidth",
     variant=("topk_index",),
+    portable_reason="one top-k and two gathers; the hidden-state gather is a torch copy",
 )
 def select_top_k_tokens(
     i: int,

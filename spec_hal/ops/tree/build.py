@@ -68,6 +68,7 @@ def _organize_draft_results_reference(
     mutates=("parent_list", "selected_index", "draft_tokens"),
     op_class="latency",
     variant=("token_list", "parents_list"),
+    portable_reason="a sort and gathers over [bs, K + (S-1)K^2]: torch is a few launches",
 )
 def organize_draft_results(
     score_list: Sequence[Tensor],

@@ -49,6 +49,7 @@ def _pack_ngram_full_mask_reference(
     mutates=("full_mask",),
     op_class="bandwidth",
     variant=("seq_lens",),
+    portable_reason="NGRAM only; not yet in the Triton family",
 )
 def pack_ngram_full_mask(
     draft_tree_mask: Tensor, seq_lens: Tensor, draft_token_num: int, full_mask: Tensor
@@ -114,6 +115,7 @@ def _reconstruct_indices_from_tree_mask_reference(
     mutates=("positions", "retrieve_index", "retrieve_next_token", "retrieve_next_sibling"),
     op_class="latency",
     variant=("seq_lens",),
+    portable_reason="NGRAM only; not yet in the Triton family",
 )
 def reconstruct_indices_from_tree_mask(
     tree_mask: Tensor,

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from ... import grid
+from ...case import benched
 
 Kwargs = dict[str, Any]
 
@@ -130,6 +131,8 @@ def build_assign_draft_cache_locs_contiguous(
     }
 
 
+# draft KV indices at 32k context (bs 64, K 4, S 3 is typical)
+@benched(large_sizes=({"bs": 64, "max_seq": 32768},))
 def build_generate_draft_decode_kv_indices(
     device, *, bs, topk=1, num_steps=1, page_size=1, idx_dtype=torch.int64, seed=0, max_seq=24
 ):

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from ... import grid
+from ...case import benched
 
 CPU = torch.device("cpu")
 NO_SAMPLE_CHECK = frozenset({"out", "result"})
@@ -79,6 +80,7 @@ def is_small(bs: int, vocab: int = 0) -> bool:
     return bs <= 3 and vocab <= 64
 
 
+@benched(vocabulary_pass=True, large_sizes=grid.LARGE_VOCABULARY_SIZES)
 def build_fast_topk(
     device: torch.device,
     *,
@@ -106,6 +108,7 @@ def build_fast_topk(
     return kwargs
 
 
+@benched(vocabulary_pass=True, large_sizes=grid.LARGE_VOCABULARY_SIZES, noise_like="probs")
 def build_fast_sample(
     device: torch.device,
     *,
@@ -140,6 +143,7 @@ def _temperatures(rng: torch.Generator, bs: int) -> torch.Tensor:
     return torch.rand(bs, 1, generator=rng) * 1.5 + 0.25
 
 
+@benched(vocabulary_pass=True, large_sizes=grid.LARGE_VOCABULARY_SIZES)
 def build_renorm_draft_probs(
     device: torch.device,
     *,
@@ -162,6 +166,7 @@ def build_renorm_draft_probs(
     }
 
 
+@benched(vocabulary_pass=True, large_sizes=grid.LARGE_VOCABULARY_SIZES, noise_like="logits")
 def build_sample_draft_proposal(
     device: torch.device,
     *,

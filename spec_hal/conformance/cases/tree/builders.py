@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from ... import grid
+from ...case import benched
 
 VOCAB = 16
 _PROB_UNITS = 64  # probabilities are multiples of 1/64
@@ -210,6 +211,7 @@ def build_verify_tree_greedy(
     return kwargs
 
 
+@benched(large_sizes=({"bs": 64, "vocab": 32768}, {"bs": 64, "vocab": 131072}, {"bs": 256, "vocab": 131072}))
 def build_tree_speculative_sampling_target_only(
     device: torch.device,
     *,
@@ -245,6 +247,7 @@ def build_tree_speculative_sampling_target_only(
     return kwargs
 
 
+@benched(large_sizes=({"bs": 64, "vocab": 32768}, {"bs": 64, "vocab": 131072}, {"bs": 512, "vocab": 131072}))
 def build_chain_speculative_sampling(
     device: torch.device,
     *,

@@ -28,8 +28,7 @@ The stages are modules, as in ``spec_hal/ops/index/``: ``assign`` (A1-A3), ``dra
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
+from ..launcher import Launcher
 from .accept import (
     create_num_accept_tokens_filter,
     fill_accept_out_cache_loc,
@@ -46,20 +45,20 @@ from .assign import (
 from .draft_kv import generate_draft_decode_kv_indices
 from .rebuild import align_evict_mask_to_page_size, rebuild_compact_draft_req_to_token
 
-#: The family's launchers of this module: op name -> launcher(config, *provider arguments).
-LAUNCHERS: dict[str, Callable[..., None]] = {
-    "assign_extend_cache_locs": assign_extend_cache_locs,
-    "assign_extend_cache_locs_uniform": assign_extend_cache_locs_uniform,
-    "assign_req_to_token_pool": assign_req_to_token_pool,
-    "assign_draft_cache_locs_contiguous": assign_draft_cache_locs_contiguous,
-    "generate_draft_decode_kv_indices": generate_draft_decode_kv_indices,
-    "fill_accept_out_cache_loc": fill_accept_out_cache_loc,
-    "get_src_tgt_cache_loc": get_src_tgt_cache_loc,
-    "get_target_cache_loc": get_target_cache_loc,
-    "create_num_accept_tokens_filter": create_num_accept_tokens_filter,
-    "filter_finished_cache_loc": filter_finished_cache_loc,
-    "align_evict_mask_to_page_size": align_evict_mask_to_page_size,
-    "rebuild_compact_draft_req_to_token": rebuild_compact_draft_req_to_token,
-}
+#: The family's launchers of this module.
+LAUNCHERS: tuple[Launcher, ...] = (
+    Launcher("assign_extend_cache_locs", assign_extend_cache_locs),
+    Launcher("assign_extend_cache_locs_uniform", assign_extend_cache_locs_uniform),
+    Launcher("assign_req_to_token_pool", assign_req_to_token_pool),
+    Launcher("assign_draft_cache_locs_contiguous", assign_draft_cache_locs_contiguous),
+    Launcher("generate_draft_decode_kv_indices", generate_draft_decode_kv_indices, tile="copy"),
+    Launcher("fill_accept_out_cache_loc", fill_accept_out_cache_loc),
+    Launcher("get_src_tgt_cache_loc", get_src_tgt_cache_loc),
+    Launcher("get_target_cache_loc", get_target_cache_loc),
+    Launcher("create_num_accept_tokens_filter", create_num_accept_tokens_filter),
+    Launcher("filter_finished_cache_loc", filter_finished_cache_loc),
+    Launcher("align_evict_mask_to_page_size", align_evict_mask_to_page_size),
+    Launcher("rebuild_compact_draft_req_to_token", rebuild_compact_draft_req_to_token),
+)
 
 __all__ = ["LAUNCHERS"]

@@ -43,15 +43,21 @@ kernels' device helpers) and ``accept`` (the slot lists).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
+from ..launcher import Launcher
 from .accept import _accept_locs
 from .move import _move_kv_cache
 
-#: The family's launchers of this module: op name -> launcher(config, *provider arguments).
-LAUNCHERS: dict[str, Callable[..., None]] = {
-    "move_kv_cache": _move_kv_cache,
-    "move_accept_tokens_to_target_kvcache": _accept_locs,
-}
+#: The family's launchers of this module.
+LAUNCHERS: tuple[Launcher, ...] = (
+    # The two-launch move of one segment longer than a chunk (segment_lens=None): the bench does not
+    # time it.
+    Launcher(
+        "move_kv_cache",
+        _move_kv_cache,
+        tile="copy",
+        coverage_sizes=({"bs": 64, "num_steps": 3, "segmented": False},),
+    ),
+    Launcher("move_accept_tokens_to_target_kvcache", _accept_locs, tile="copy"),
+)
 
 __all__ = ["LAUNCHERS"]
