@@ -58,9 +58,19 @@ def _binding_rows(descriptor: registry.DeviceDescriptor) -> list[dict[str, Any]]
                 reason=choice.intent.reason,
                 fallback=choice.fallback.reason if choice.fallback else None,
                 skipped=[{"provider": p, "why": w} for p, w in choice.skipped],
+                declines=_declared_limit(choice.impl.supports),
             )
         rows.append(row)
     return rows
+
+
+def _declared_limit(supports: Any) -> str | None:
+    """What a provider declines, in words: the first line of its ``supports`` docstring (None where
+    it serves every variant)."""
+    if supports is None:
+        return None
+    doc = (getattr(supports, "__doc__", None) or "").strip()
+    return doc.splitlines()[0] if doc else "some variants (its supports() says which when called)"
 
 
 def _detection_for_info() -> tuple[registry.Detection, str | None]:
@@ -178,6 +188,8 @@ def _print_info(data: dict[str, Any]) -> None:
         for other in row["skipped"]:
             if other["why"] != row["fallback"]:  # the fallback line already says why
                 print(f"  {'':<{width}}    not chosen: {other['provider']} ({other['why']})")
+        if row.get("declines"):
+            print(f"  {'':<{width}}    declines: {row['declines']}")
     print("\nplugins:")
     if not config.plugins_enabled():
         print(f"  disabled by {config.ENV_PLUGINS}=0 (none is imported)")

@@ -23,6 +23,7 @@ from .registry import PORTABLE, TRITON, DeviceDescriptor, Intent
 
 if TYPE_CHECKING:
     from .kernels.triton.config import LaunchConfig
+    from .kernels.triton.launcher import Launcher
 
 #: In detection-priority order (each descriptor states its own priority).
 BUILTIN_VENDORS = (hip, musa, cuda, npu, xpu, cpu)
@@ -33,6 +34,14 @@ def register_vendors() -> None:
     for vendor in BUILTIN_VENDORS:
         vendor.register()
     plugins.load_plugins()
+
+
+def register_launcher(vendor: str, launcher: Launcher, launch_config: LaunchConfig) -> None:
+    """Register the Triton family's ``launcher`` as provider ``triton`` of its op for ``vendor``,
+    launching with ``launch_config``, declining what its record declines."""
+    getattr(ops, launcher.op).register_impl(
+        vendor, TRITON, functools.partial(launcher.launch, launch_config), supports=launcher.supports
+    )
 
 
 def bind_triton_family(vendor: str, config: object) -> None:
@@ -51,9 +60,7 @@ def bind_triton_family(vendor: str, config: object) -> None:
     vendor_config = cast("LaunchConfig", config)
     launch_config = family.launch_config(vendor_config)
     for launcher in family.LAUNCHERS:
-        getattr(ops, launcher.op).register_impl(
-            vendor, TRITON, functools.partial(launcher.launch, launch_config)
-        )
+        register_launcher(vendor, launcher, launch_config)
         if not launcher.wants_vocabulary_tile:
             continue
         if family.intends(launcher, vendor_config):

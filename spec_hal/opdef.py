@@ -55,9 +55,15 @@ def _get_library() -> torch.library.Library:
         return _library
 
 
+#: Argument types that are their own variant part, checked first: a failed ``getattr`` costs more.
+_PLAIN_TYPES = frozenset({int, float, bool, str, type(None)})
+
+
 def _variant_part(value: object) -> Hashable:
     """What a provider may specialise on in one argument: a tensor's dtype (a tuple of them for a
     list of tensors), None for an absent optional argument, a scalar as it is."""
+    if value.__class__ in _PLAIN_TYPES:
+        return value  # type: ignore[return-value]
     dtype = getattr(value, "dtype", None)
     if dtype is not None:
         return dtype  # type: ignore[no-any-return]
@@ -134,7 +140,7 @@ class OpDef:
         key = (device, self.variant_of(args) if self._keyed_by_variant else None)
         fn = self._bound.get(key)
         if fn is None:
-            fn = self.bind(*key)
+            fn = self.provider_for(device, args)
         fn(*args)
 
     def bind(self, device: torch.device, variant: Variant = None) -> Callable[..., None]:
@@ -149,12 +155,21 @@ class OpDef:
 
     def provider_for(self, device: torch.device, args: Sequence[Any]) -> Callable[..., None]:
         """The provider a dispatch of these provider arguments on ``device`` runs."""
-        variant = self.variant_of(args) if self._keyed_by_variant else None
-        return self._bound.get((device, variant)) or self.bind(device, variant)
+        while True:
+            keyed = self._keyed_by_variant
+            variant = self.variant_of(args) if keyed else None
+            fn = self._bound.get((device, variant)) or self.bind(device, variant)
+            # Resolving may bind the vendor, whose providers can decline variants: then the
+            # variant read above was not read, and this call must resolve with it.
+            if self._keyed_by_variant == keyed:
+                return fn
 
     def variant_of(self, args: Sequence[Any]) -> Variant:
         """The variant of these provider arguments: one entry per name in ``variant``."""
-        return tuple(_variant_part(args[position]) for position in self._variant_positions)
+        positions = self._variant_positions
+        if len(positions) == 1:  # the common case, read on every call of a keyed op: no loop
+            return (_variant_part(args[positions[0]]),)
+        return tuple([_variant_part(args[position]) for position in positions])
 
     def clear_bindings(self) -> None:
         """Drop the cached bindings (the registry changed): they are resolved again on next call."""

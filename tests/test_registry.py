@@ -110,6 +110,35 @@ def test_declined_variant_falls_back_and_strict_refuses(monkeypatch):
             run(torch.int32)
 
 
+def _register_int64_only_kernel() -> None:
+    # The bindings of "lazydev": a provider that declines int32 sources.
+    registry.register_impl(
+        "_test_registry_fill",
+        "lazydev",
+        "triton",
+        provider(2),
+        supports=lambda variant: None if variant in (None, (torch.int64,)) else "int64 only",
+    )
+
+
+def test_the_first_call_after_a_lazy_binding_resolves_with_its_variant():
+    """A vendor's bindings load on its first call; when they register a provider that declines
+    variants, that first call must still be resolved with its own variant (it was read as None,
+    before any provider declined anything)."""
+    import dataclasses
+
+    descriptor = dataclasses.replace(
+        device("lazydev", default=Intent("triton", "")),
+        bindings=f"{__name__}:_register_int64_only_kernel",
+    )
+    registry.register_device(descriptor)
+    with emulate("lazydev"):
+        assert run(torch.int32) == 0  # declined on the very first call: portable
+        assert run(torch.int64) == 2
+    (record,) = registry.fallbacks()
+    assert record.variant == (torch.int32,) and "int64 only" in record.reason
+
+
 def test_per_op_override_and_its_errors(monkeypatch):
     registry.register_device(device("testdev", default=Intent("triton", "")))
     registry.register_impl("_test_registry_fill", "testdev", "triton", provider(2))

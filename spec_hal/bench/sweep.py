@@ -168,11 +168,12 @@ def format_line(row: dict[str, Any]) -> str:
 def _bind(op: str, vendor: str, config: Any) -> None:
     """Register the Triton family's launcher of ``op`` for ``vendor`` with ``config``, in place of
     the one bound (the same registration the family binding makes)."""
+    from ..composition import register_launcher
     from ..kernels.triton.family import launcher_of
 
     launcher = launcher_of(op)
     assert launcher is not None, op  # sweep_ops() only names ops of the family
-    getattr(public_ops, op).register_impl(vendor, TRITON, functools.partial(launcher.launch, config))
+    register_launcher(vendor, launcher, config)
 
 
 def run(

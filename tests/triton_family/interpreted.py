@@ -15,12 +15,10 @@ def register_launchers(vendor: str, config, launchers) -> list[str]:
     """Register ``launchers`` (a family module's ``LAUNCHERS`` records) for ``vendor`` with
     ``config``, which the composition root would replace by the interpreter's: tests of a vendor's
     real launch configuration under the interpreter. Returns the ops registered."""
-    import functools
-
-    from spec_hal import ops
+    from spec_hal.composition import register_launcher
 
     for launcher in launchers:
-        getattr(ops, launcher.op).register_impl(vendor, "triton", functools.partial(launcher.launch, config))
+        register_launcher(vendor, launcher, config)
     return [launcher.op for launcher in launchers]
 
 

@@ -345,27 +345,50 @@ def test_fast_sample_split_or_tiled_rows_draw_the_reference_ids_from_the_same_no
     )
 
 
-def test_fast_topk_beyond_the_register_set_uses_torch():
-    values = torch.randperm(300, generator=_gen(1)).float().view(2, 150)
-    k = vocab_kernels._MAX_TOP + 1
-    out = (torch.empty(2, k), torch.empty(2, k, dtype=torch.int64))
-    provider("fast_topk")(values, k, 1, *out)
-    want = torch.topk(values, k, dim=1)
-    assert torch.equal(out[0], want.values) and torch.equal(out[1], want.indices)
+@pytest.mark.parametrize("op", ["fast_topk", "fast_sample"])
+def test_past_the_register_set_the_launchers_decline_and_the_registry_records_it(op, monkeypatch):
+    """More than ``_MAX_TOP`` entries a row: the Triton launchers decline the call (a declared
+    limit, not a torch call inside the provider), the registry serves it with the portable
+    reference and records the fallback once; under SPEC_HAL_STRICT=1 it is an error."""
+    from spec_hal import ops, registry
+    from spec_hal.cli import _binding_rows
+    from spec_hal.errors import BindingError, FallbackError
+    from spec_hal.testing import emulate
 
+    count = vocab_kernels._MAX_TOP + 1
+    probs = torch.softmax(torch.randn(3, 100, generator=_gen(3)), dim=-1)
 
-@pytest.mark.parametrize("keyed", [False, True], ids=["drawn", "keyed"])
-def test_fast_sample_beyond_the_register_set_ranks_in_torch(keyed):
-    """More samples than the register set: torch ranks the race (a stable sort: equal scores in id
-    order), over the kernel's keyed draws where the call is keyed."""
-    gen = _gen(3)
-    probs = torch.softmax(torch.randn(3, 100, generator=gen), dim=-1)
-    probs[1, 20:] = 0.0  # fewer non-zero entries than samples
-    num_samples = vocab_kernels._MAX_TOP + 1
-    outputs = [torch.full((3, num_samples), float("nan")), torch.full((3, num_samples), -7)]
-    noise = torch.empty(3, 100).exponential_(generator=gen)
-    assert_providers_agree(
-        "fast_sample", provider("fast_sample"), [probs, *_race(noise, keyed), num_samples, *outputs]
+    def call(n):
+        if op == "fast_topk":
+            return ops.fast_topk(probs, n)
+        return ops.fast_sample(probs, n, generator=torch.Generator().manual_seed(5))
+
+    with (
+        emulate("cuda"),
+        registry.REGISTRY.force_provider(op, "triton"),
+        pytest.raises(BindingError, match=f"declines variant .*{count},?\\)"),
+    ):
+        call(count)  # the launcher itself cannot serve it
+    with emulate("cuda"):
+        registry.REGISTRY.invalidate()
+        served = call(count)
+        with registry.REGISTRY.force_provider(op, "portable"):
+            portable = call(count)
+        assert all(torch.equal(a, b) for a, b in zip(served, portable, strict=True))
+        (record,) = [f for f in registry.fallbacks() if f.op == op and f.variant[-1] == count]
+        assert record.intended == "triton" and record.chosen == "portable"
+        assert f"at most {vocab_kernels._MAX_TOP} best entries" in record.reason
+        assert call(vocab_kernels._MAX_TOP)[1].shape == (3, vocab_kernels._MAX_TOP)  # the kernel's
+        assert not [f for f in registry.fallbacks() if f.op == op and f.variant[-1] != count]
+        monkeypatch.setenv("SPEC_HAL_STRICT", "1")
+        registry.REGISTRY.invalidate()
+        with pytest.raises(FallbackError, match="best entries"):
+            call(count)
+    # spec-hal info states the limit beside the binding, before any call meets it
+    (row,) = [row for row in _binding_rows(registry.device("cuda")) if row["op"] == op]
+    assert (
+        row["provider"] == "triton"
+        and f"more than {vocab_kernels._MAX_TOP} entries" in row["declines"].lower()
     )
 
 

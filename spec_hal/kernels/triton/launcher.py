@@ -3,7 +3,8 @@
 A kernel module ends with ``LAUNCHERS``, a tuple of :class:`Launcher` records. The record is the one
 place for the facts about a launcher: which op it serves, which of a vendor's tiles its kernels walk
 in (what ``spec-hal bench --sweep`` times), whether it is worth binding only with a vendor's own
-vocabulary tile, and the sizes ``spec-hal compile`` must add to the bench's to reach every kernel.
+vocabulary tile, the variants it declines, and the sizes ``spec-hal compile`` must add to the
+bench's to reach every kernel.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ class Launcher:
             tile of its own (``vocab_block_bytes``).
         coverage_sizes: builder sizes that reach kernels the bench's sizes never launch (added by
             ``spec-hal compile``).
+        supports: ``supports(variant)``: None where the launcher serves a variant of the op (the
+            values of the op's ``variant`` arguments), else why not; the registry then records a
+            fallback (an error under ``SPEC_HAL_STRICT=1``). None: it serves every variant.
     """
 
     op: str
@@ -39,3 +43,4 @@ class Launcher:
     tile: Tile | None = None
     wants_vocabulary_tile: bool = False
     coverage_sizes: tuple[Mapping[str, Any], ...] = ()
+    supports: Callable[[Any], str | None] | None = None

@@ -15,7 +15,8 @@ best key (a strict comparison keeps its earliest index) and one reduction ends t
 register set of the k best entries is updated per block: the block's best key replaces the set's
 worst entry while it beats it, a reduction each time, at most k per block and usually none once the
 set has settled; the set is then written in order (its ranks from a ``[k, k]`` comparison). Above
-``_MAX_TOP`` (registers) the provider ranks in torch. Where the rows are too few to fill the device
+``_MAX_TOP`` (registers) the launchers decline the call (their records' ``supports``): the registry
+then serves it with another provider and records the fallback. Where the rows are too few to fill the device
 (``config.row_programs`` programs) and long (``config.split_row_lanes``), each row is split into
 chunks of whole tiles: a program per (chunk, row) keeps its chunk's best set and stores it, and a
 second launch folds each row's sets in chunk order (index order, as blocks come) by the same steps,
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 import triton
@@ -35,7 +36,6 @@ import triton.language as tl
 
 from .config import LaunchConfig
 from .device_math import chunk_lanes, keyed_row, keyed_uniform_block
-from .keyed import launch_keyed_uniform
 from .launch import Launch, cdiv, kernel, next_power_of_2
 from .launcher import Launcher
 from .sizing import walk_tile
@@ -43,6 +43,20 @@ from .sizing import walk_tile
 #: Largest k (``fast_topk``) and num_samples (``fast_sample``) of the kernel: its set of the k best
 #: entries lives in registers, and their ranks come from a [k, k] comparison.
 _MAX_TOP = 64
+
+
+def _declines_past_max_top(variant: tuple[Any, ...] | None) -> str | None:
+    """More than 64 entries a row (the kernel's register set): served by the next provider.
+
+    The launchers' ``supports``: the variant ends with the entries asked a row (``fast_topk``'s
+    ``(k,)``, ``fast_sample``'s ``(seeds, num_samples)``); None (no call's variant: ``spec-hal
+    info``) is served."""
+    if variant is None or variant[-1] <= _MAX_TOP:
+        return None
+    count = variant[-1]
+    return f"the kernel keeps at most {_MAX_TOP} best entries a row in registers; {count} asked"
+
+
 #: Exp(1) noise is clamped to this before dividing (the reference's ``clamp_min``).
 FLOAT32_TINY = tl.constexpr(torch.finfo(torch.float32).tiny)
 KEY32_MIN = tl.constexpr(-(2**31))
@@ -494,9 +508,6 @@ def _fast_topk(
     out_values: torch.Tensor,
     out_indices: torch.Tensor,
 ) -> None:
-    if k > _MAX_TOP:
-        torch.topk(values, k, dim, largest=True, sorted=True, out=(out_values, out_indices))
-        return
     src_rows = _rows(values, dim)
     if src_rows is None:
         values = values.contiguous()
@@ -524,18 +535,6 @@ def _fast_sample(
     out_probs: torch.Tensor,
     out_indices: torch.Tensor,
 ) -> None:
-    if num_samples > _MAX_TOP:
-        if exp_noise is None:
-            assert seeds is not None and positions is not None  # the contract passes one or the other
-            uniforms = torch.empty(probs.shape, dtype=torch.float32, device=probs.device)
-            launch_keyed_uniform(config, seeds, positions, step, 1, uniforms)  # DRAFT_PROPOSAL
-            exp_noise = uniforms.log_().neg_()
-        scores = probs.float() / exp_noise.clamp_min(torch.finfo(torch.float32).tiny)
-        # A stable sort: equal scores (zero probabilities) in id order, as the kernel ranks them.
-        indices = torch.sort(scores, dim=-1, descending=True, stable=True).indices[:, :num_samples]
-        out_indices.copy_(indices)
-        torch.gather(probs, 1, indices, out=out_probs)
-        return
     rows = (_rows(probs, 1), _rows(out_probs, 1), _rows(out_indices, 1))  # matrices: never None
     assert rows[0] is not None and rows[1] is not None and rows[2] is not None
     _launch_top(
@@ -561,12 +560,14 @@ LAUNCHERS: tuple[Launcher, ...] = (
         "fast_topk",
         _fast_topk,
         tile="vocabulary",
+        supports=_declines_past_max_top,
         coverage_sizes=({"topk": 4, "vocab": 32768, "bs": 2048}, {"topk": 4, "vocab": 131072, "bs": 1}),
     ),
     Launcher(
         "fast_sample",
         _fast_sample,
         tile="vocabulary",
+        supports=_declines_past_max_top,
         wants_vocabulary_tile=True,
         coverage_sizes=({"vocab": 131072, "bs": 1},),
     ),

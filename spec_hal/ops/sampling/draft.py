@@ -48,6 +48,7 @@ def _fast_topk_reference(values: Tensor, k: int, dim: int, out_values: Tensor, o
     _fast_topk_reference,
     mutates=("out_values", "out_indices"),
     op_class="bandwidth",
+    variant=("k",),
 )
 def fast_topk(
     values: Tensor, k: int, dim: int = -1, out: tuple[Tensor, Tensor] | None = None
@@ -114,7 +115,7 @@ def _fast_sample_reference(
     _fast_sample_reference,
     mutates=("out_probs", "out_indices"),
     op_class="bandwidth",
-    variant=("seeds",),
+    variant=("seeds", "num_samples"),
 )
 def fast_sample(
     probs: Tensor,
