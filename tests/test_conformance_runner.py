@@ -180,3 +180,47 @@ def test_request_moves_rebase_flat_node_ids():
     assert torch.equal(part["retrieve_index"], torch.arange(2)[:, None] * nodes + torch.arange(nodes))
     assert torch.equal(part["predicts"], kwargs["predicts"].view(batch, -1)[index].flatten())
     assert torch.equal(part["retrieve_next_token"], kwargs["retrieve_next_token"][index])
+
+
+def variants_the_small_cases_reach() -> dict[str, dict[str, set]]:
+    """Per op with a declared variant, the values each of its arguments takes across the
+    conformance suite's small cases (what a provider's ``supports`` would be asked)."""
+    import collections
+
+    seen: dict[str, dict[str, set]] = collections.defaultdict(lambda: collections.defaultdict(set))
+    keyed = [op for op in registry.ops().values() if getattr(op, "variant", ())]
+
+    def recording(op):
+        def dispatch(device, *args):
+            for name, part in zip(op.variant, op.variant_of(args), strict=True):
+                seen[op.name][name].add(part)
+            type(op).dispatch(op, device, *args)
+
+        return dispatch
+
+    for op in keyed:
+        op.dispatch = recording(op)  # an instance attribute: the contract's own call finds it
+    try:
+        for case in runner.all_cases():
+            if case.small:
+                runner.call(case, runner.fresh_build(case, CPU))
+    finally:
+        for op in keyed:
+            del op.dispatch
+    return seen
+
+
+def test_every_declared_variant_is_exercised_by_the_suite():
+    """A declared variant is what a provider may decline: each of its arguments must take more
+    than one value across the suite's cases, so that a provider declining one is checked against
+    the others (an argument of one possible dtype declares nothing a provider could decline)."""
+    seen = variants_the_small_cases_reach()
+    keyed = {name: op.variant for name, op in registry.ops().items() if getattr(op, "variant", ())}
+    assert keyed, "no op declares a variant"
+    constant = [
+        f"{op}.{name}: only {sorted(map(repr, seen[op][name]))}"
+        for op, names in keyed.items()
+        for name in names
+        if len(seen[op][name]) < 2
+    ]
+    assert constant == [], "declare only arguments a provider could decline"

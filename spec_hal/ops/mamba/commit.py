@@ -126,7 +126,6 @@ def _commit_bytes(
         "accept_index",
         "accept_lens",
         "seq_lens",
-        "last_correct_step_indices",
         "mamba_steps_to_track",
     ),
     bytes_moved=_commit_bytes,

@@ -61,7 +61,7 @@ def _verify_commit_step_indices_reference(
     _verify_commit_step_indices_reference,
     mutates=("last_correct_step_indices", "mamba_steps_to_track"),
     op_class="latency",
-    variant=("accept_index", "accept_lens", "seq_lens", "last_correct_step_indices", "mamba_steps_to_track"),
+    variant=("accept_index", "accept_lens", "seq_lens", "mamba_steps_to_track"),
 )
 def verify_commit_step_indices(
     accept_index: Tensor,
