@@ -21,6 +21,7 @@ batch around it made the launch split or not.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import torch
@@ -404,22 +405,19 @@ def _sample_draft_proposal(
     _launch_softmax(config, logits, temperatures, out_q, (top_ks, race, out_q_x, out_x))
 
 
+#: ``renorm_draft_probs``'s launcher; ``sample_draft_proposal``'s has the same facts. Coverage: one
+#: long row, which the softmax splits into chunks on every vendor (the bench's 64 rows of 128k take
+#: 8 chunks a row only with hopper's row_programs).
+_RENORM_DRAFT_PROBS = Launcher(
+    "renorm_draft_probs",
+    _renorm_draft_probs,
+    tile="vocabulary",
+    wants_vocabulary_tile=True,
+    coverage_sizes=({"vocab": 131072, "bs": 1},),
+)
+
 #: The family's launchers of this module.
 LAUNCHERS: tuple[Launcher, ...] = (
-    # One long row: the softmax splits it into chunks on every vendor (the bench's 64 rows of 128k
-    # take 8 chunks a row only with hopper's row_programs).
-    Launcher(
-        "renorm_draft_probs",
-        _renorm_draft_probs,
-        tile="vocabulary",
-        wants_vocabulary_tile=True,
-        coverage_sizes=({"vocab": 131072, "bs": 1},),
-    ),
-    Launcher(
-        "sample_draft_proposal",
-        _sample_draft_proposal,
-        tile="vocabulary",
-        wants_vocabulary_tile=True,
-        coverage_sizes=({"vocab": 131072, "bs": 1},),
-    ),
+    _RENORM_DRAFT_PROBS,
+    dataclasses.replace(_RENORM_DRAFT_PROBS, op="sample_draft_proposal", launch=_sample_draft_proposal),
 )
