@@ -130,6 +130,9 @@ class OpDef:
     # -- the hot path -------------------------------------------------------------------------------
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        # A method, not the contract itself as the op class's staticmethod __call__ (which would
+        # spare this frame): torch.compile traces a call of an object only through a __call__
+        # function taking the object.
         return self.contract(*args, **kwargs)
 
     def dispatch(self, device: torch.device, *args: Any) -> None:

@@ -9,6 +9,7 @@ runtime, also while a test emulates a vendor on the CPU.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -105,6 +106,22 @@ def is_capturing(device: torch.device | str) -> bool:
     """Whether the current stream of ``device`` is capturing a graph."""
     dev = device if device.__class__ is torch.device else torch.device(device)
     return _runtime(dev).is_capturing(dev)
+
+
+def capture_query(device: torch.device | str) -> Callable[[], bool] | None:
+    """:func:`is_capturing` of ``device`` as a call of no argument, for a caller that keeps it and
+    asks on every call (:func:`spec_hal.validation.is_capturing`); None where the device never
+    captures (host tensors). A vendor runtime may offer ``capture_query(device)`` (the device
+    module's own query, nothing of spec_hal between); else its ``is_capturing`` is bound to the
+    device. Found again whenever the registry changes, as the runtime is."""
+    dev = device if device.__class__ is torch.device else torch.device(device)
+    runtime = _runtime(dev)
+    if runtime is HOST_RUNTIME:
+        return None
+    own: Callable[[torch.device], Callable[[], bool] | None] | None = getattr(runtime, "capture_query", None)
+    if own is not None:
+        return own(dev)
+    return functools.partial(runtime.is_capturing, dev)
 
 
 def supports_graph_capture(device: torch.device | str | None = None) -> bool:

@@ -11,13 +11,12 @@ both name the argument and what was expected.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
-from . import config
+from . import config, registry, runtime
 from .opdef import is_compiling
-from .runtime import is_capturing
 
 INDEX_DTYPES = (torch.int32, torch.int64)
 # Module globals: one dict lookup on every call, where ``torch.Tensor`` / ``torch.int64`` take two.
@@ -349,6 +348,33 @@ def new_outputs(
     asking the device once whether it captures a graph (a driver query) for all of them."""
     _refuse_capture(device)
     return [_allocate(shape, dtype, device, fill) for shape, dtype in specs]
+
+
+#: Each device's capture query (:func:`spec_hal.runtime.capture_query`) and the registry generation
+#: it was found under: asked on every call that allocates an output, where the way through
+#: ``spec_hal.runtime`` to the vendor's runtime would cost more than the query itself.
+_CAPTURE_QUERY_OF_DEVICE: dict[torch.device, tuple[int, Callable[[], bool] | None]] = {}
+
+
+def is_capturing(device: torch.device) -> bool:
+    """:func:`spec_hal.runtime.is_capturing`, asked through the device's capture query kept here."""
+    if is_compiling():  # a traced read of the map would guard on it: every registry change recompiles
+        return runtime.is_capturing(device)
+    found = _CAPTURE_QUERY_OF_DEVICE.get(device)
+    if found is None or found[0] != registry.STATE.generation:
+        found = _find_capture_query(device)
+    query = found[1]
+    return query is not None and query()
+
+
+def _find_capture_query(device: torch.device) -> tuple[int, Callable[[], bool] | None]:
+    # Filed under the generation read before finding: a registry change meanwhile makes the next
+    # call find it again.
+    found = registry.STATE.generation, runtime.capture_query(device)
+    if len(_CAPTURE_QUERY_OF_DEVICE) >= _MAX_REMEMBERED_DEVICES:
+        _CAPTURE_QUERY_OF_DEVICE.clear()
+    _CAPTURE_QUERY_OF_DEVICE[device] = found
+    return found
 
 
 def _refuse_capture(device: torch.device) -> None:

@@ -148,3 +148,58 @@ def test_compiled_callers_compile_once_across_registry_changes():
         registry.invalidate()
         compiled(*args)
     assert counter.frame_count == 1
+
+
+def test_a_torch_device_runtime_hands_out_its_modules_capture_query():
+    query = lambda: True  # noqa: E731
+    assert runtime_with(types.SimpleNamespace(is_current_stream_capturing=query)).capture_query(None) is query
+    assert runtime_with(types.SimpleNamespace()).capture_query(None) is None  # never captures
+
+
+@pytest.mark.parametrize("change", [_invalidate, _reset_detection, _enter_and_leave_an_emulation])
+def test_the_capture_check_keeps_each_devices_query_until_the_registry_changes(monkeypatch, change):
+    """``validation.is_capturing`` (asked before every allocation) keeps each device's capture query:
+    the device's answer is asked on every call, the vendor's runtime only once per registry state."""
+    from spec_hal import registry, runtime, validation
+
+    capturing, found = [False], []
+
+    class Runtime:
+        def capture_query(self, device: torch.device):
+            found.append(device)
+            return lambda: capturing[0]
+
+    monkeypatch.setattr(validation, "_CAPTURE_QUERY_OF_DEVICE", {})
+    monkeypatch.setattr(runtime, "_RUNTIME_OF_DEVICE", {})
+    monkeypatch.setattr(registry, "vendor_for", lambda device_type: device_type)
+    monkeypatch.setattr(registry, "runtime_of", lambda descriptor: Runtime())
+    device = torch.device("cuda", 0)
+    assert not validation.is_capturing(device)
+    capturing[0] = True
+    assert validation.is_capturing(device) and validation.is_capturing(torch.device("cuda", 0))
+    assert found == [device]
+    with pytest.raises(ValueError, match="left None during graph capture"):
+        validation.new_output((2,), torch.int64, device)
+    change()
+    assert validation.is_capturing(device) and found == [device, device]
+    assert not validation.is_capturing(torch.device("cpu"))  # host tensors never ask a vendor
+    assert found == [device, device]
+
+
+def test_a_runtime_without_a_capture_query_is_asked_itself(monkeypatch):
+    from spec_hal import registry, runtime, validation
+
+    asked = []
+
+    class Runtime:
+        def is_capturing(self, device: torch.device) -> bool:
+            asked.append(device)
+            return len(asked) > 1
+
+    monkeypatch.setattr(validation, "_CAPTURE_QUERY_OF_DEVICE", {})
+    monkeypatch.setattr(runtime, "_RUNTIME_OF_DEVICE", {})
+    monkeypatch.setattr(registry, "vendor_for", lambda device_type: device_type)
+    monkeypatch.setattr(registry, "runtime_of", lambda descriptor: Runtime())
+    device = torch.device("cuda", 1)
+    assert not validation.is_capturing(device) and validation.is_capturing(device)
+    assert asked == [device, device]

@@ -53,6 +53,12 @@ class TorchDeviceRuntime:
         capturing = getattr(self.module, "is_current_stream_capturing", None)
         return bool(capturing()) if capturing is not None else False
 
+    def capture_query(self, device: torch.device) -> Callable[[], bool] | None:
+        """:meth:`is_capturing` as the device module's own call (None: the module never captures),
+        which ``spec_hal.runtime.capture_query`` hands to callers asking on every call."""
+        query: Callable[[], bool] | None = getattr(self.module, "is_current_stream_capturing", None)
+        return query
+
     def capture_graph(
         self, fn: Callable[[], None], device: torch.device, generators: Sequence[torch.Generator] = ()
     ) -> Callable[[], None]:

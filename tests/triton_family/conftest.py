@@ -23,3 +23,22 @@ def triton_vendor(request):
 
     with emulate(request.param) as descriptor:
         yield descriptor
+
+
+@pytest.fixture
+def fake_runtime(monkeypatch):
+    """Planned launches on stand-ins (no device, no interpreter): a driver on device 0, stream 1234,
+    and no launch hook or debug switch of Triton's."""
+    import types
+
+    import triton
+
+    from spec_hal.kernels.triton import launch
+
+    driver = types.SimpleNamespace(get_current_device=lambda: 0, get_current_stream=lambda device: 1234)
+    monkeypatch.setattr(launch, "driver", types.SimpleNamespace(active=driver))
+    monkeypatch.setattr(launch, "_INTERPRETED", False)
+    monkeypatch.setattr(triton.knobs.runtime, "launch_enter_hook", None)
+    monkeypatch.setattr(triton.knobs.runtime, "launch_exit_hook", None)
+    monkeypatch.setattr(triton.knobs.runtime, "debug", False)
+    return driver

@@ -76,17 +76,6 @@ class FakeJit:
         return run
 
 
-@pytest.fixture
-def fake_runtime(monkeypatch):
-    driver = types.SimpleNamespace(get_current_device=lambda: 0, get_current_stream=lambda device: 1234)
-    monkeypatch.setattr(launch, "driver", types.SimpleNamespace(active=driver))
-    monkeypatch.setattr(launch, "_INTERPRETED", False)
-    monkeypatch.setattr(triton.knobs.runtime, "launch_enter_hook", None)
-    monkeypatch.setattr(triton.knobs.runtime, "launch_exit_hook", None)
-    monkeypatch.setattr(triton.knobs.runtime, "debug", False)
-    return driver
-
-
 def test_first_launch_goes_through_triton_then_the_plan(fake_runtime):
     jit = FakeJit()
     kernel = Kernel(jit)

@@ -3,6 +3,7 @@ vendor package holds its own; the interpreter's lives here)."""
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field, fields
 
 
@@ -80,9 +81,12 @@ class LaunchConfig:
         object.__setattr__(
             self, "_hash", hash(tuple(getattr(self, f.name) for f in fields(self) if f.compare))
         )
+        object.__setattr__(self, "_hash_call", self._hash.__int__)
 
-    def __hash__(self) -> int:
-        return self._hash
+    # hash() reads the class's __hash__ and calls what it gives with no argument: here the stored
+    # hash's own __int__, found and called by C code alone. A ``def __hash__`` would run a Python
+    # frame in this module on every launch.
+    __hash__ = property(operator.attrgetter("_hash_call"))  # type: ignore[assignment]
 
 
 #: Small blocks keep the CPU interpreter (TRITON_INTERPRET=1) fast in emulated runs.

@@ -1,0 +1,25 @@
+"""A warm public call on the CPU's portable path passes few of spec_hal's files: the op's contract
+module, ``validation``, ``opdef`` (the call and ``dispatch``) and the reference. The Triton family's
+walk is in ``tests/triton_family/test_call_walk.py``."""
+
+from __future__ import annotations
+
+import torch
+from call_walk import entered, files, walk
+
+from spec_hal import ops
+
+
+def test_a_warm_latency_call_that_allocates_passes_at_most_five_files():
+    accept_index = torch.tensor([[0, 1, -1], [3, -1, -1]])
+    accept_lens = torch.tensor([2, 1])
+    for _ in range(2):  # the first call may bind while the registry initialises: bound by the second
+        ops.verify_commit_step_indices(accept_index, accept_lens, 3)
+    stops = walk(ops.verify_commit_step_indices, accept_index, accept_lens, 3)  # outputs allocated
+    assert len(files(stops)) <= 5, stops
+    # The capture check before allocating asks the device's query kept by validation: nothing of
+    # spec_hal.runtime, a vendor's runtime or the registry on a warm call.
+    assert not [file for file in files(stops) if file.startswith(("runtime.py", "devices/", "registry/"))]
+    # opdef is entered by the call (torch.compile traces the op through its __call__) and by the
+    # contract's dispatch, nowhere else.
+    assert entered(stops, "opdef.py") == ["__call__", "dispatch"]

@@ -1,0 +1,94 @@
+"""A warm ``fast_topk`` call through the Triton family passes few of spec_hal's files: the contract
+module, ``validation``, ``opdef`` (the call and ``dispatch``), the launcher's module and ``launch``;
+on the planned path also the gate of ``internals`` (one call per launch). The planned path runs
+against stand-ins of Triton's JIT function, compiled kernel and driver (as in ``test_launch.py``)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from call_walk import entered, files, walk
+
+from spec_hal import ops
+from spec_hal.kernels.triton import vocab
+from spec_hal.kernels.triton.launch import Kernel
+
+#: Rows shorter than the interpreter configuration's split_row_lanes: one launch per call.
+PROBS = torch.rand(4, 128, generator=torch.Generator().manual_seed(0))
+#: Files a warm call has no reason to enter: the capture check keeps the device's query, a launch
+#: configuration hashes without a Python frame.
+NOT_ENTERED = ("runtime.py", "kernels/triton/config.py", "devices/", "registry/")
+
+
+def _unexpected(stops):
+    return [file for file in files(stops) if file.startswith(NOT_ENTERED)]
+
+
+def test_a_warm_call_under_the_interpreter_passes_at_most_five_files(triton_vendor):
+    for _ in range(2):  # the first call may bind while the registry initialises: bound by the second
+        ops.fast_topk(PROBS, 4)
+    stops = walk(ops.fast_topk, PROBS, 4)
+    assert len(files(stops)) <= 5 and not _unexpected(stops), stops
+    assert "kernels/triton/internals.py" not in files(stops)  # the interpreter is known at import
+    assert entered(stops, "opdef.py") == ["__call__", "dispatch"]
+
+
+class _Run:
+    """A compiled kernel's launcher: passes its arguments on to a C entry point that does nothing."""
+
+    def __call__(self, *args):
+        self.launch(*args)
+
+    def launch(self, *args):
+        return None
+
+
+class _Compiled:
+    def __init__(self) -> None:
+        self.function, self.packed_metadata, self.run = "function", "metadata", _Run()
+
+
+class _Jit:
+    """Triton's JIT function as a launch uses it: ``[grid](...)`` compiles, ``device_caches`` binds."""
+
+    def __init__(self) -> None:
+        self.compiled = _Compiled()
+        self.device_caches = {0: (self._binder,)}
+        self.launches = 0
+
+    @staticmethod
+    def _binder(*args, **options):
+        constexprs = {name: value for name, value in options.items() if name.isupper()}
+        bound = {f"a{i}": arg for i, arg in enumerate(args)} | constexprs
+        return bound, [("arg", None)] * len(args) + [("constexpr", v) for v in constexprs.values()], {}
+
+    def __getitem__(self, grid):
+        def run(*args, **options):
+            self.launches += 1
+            return self.compiled
+
+        return run
+
+
+@pytest.fixture
+def planned_top_kernel(fake_runtime, monkeypatch):
+    """``fast_topk``'s one-launch kernel on a stand-in JIT, with planned launches on (no interpreter)."""
+    monkeypatch.setattr(vocab, "_top_kernel", Kernel(_Jit()))
+    vocab._top_launches.cache_clear()  # launches of the real kernel: not this test's
+    yield vocab._top_kernel.jit
+    vocab._top_launches.cache_clear()
+
+
+def test_a_warm_planned_call_passes_at_most_five_files_and_the_gate(triton_vendor, planned_top_kernel):
+    for _ in range(2):  # through Triton (the stand-in), which files the plan; then the plan
+        ops.fast_topk(PROBS, 4)
+    stops = walk(ops.fast_topk, PROBS, 4)
+    assert planned_top_kernel.launches == 1, "the warm call took Triton's path, not its plan"
+    # The plan's generated code: the reader of the arguments, then the direct launch.
+    assert [function for file, function in stops if file.startswith("<")] == ["read", "go"]
+    # The gate stays a call: whether a launch hook is set is read on every launch, in the one
+    # module that reads Triton's private API.
+    assert entered(stops, "kernels/triton/internals.py") == ["takes_tritons_path"]
+    others = [file for file in files(stops) if file != "kernels/triton/internals.py"]
+    assert len(others) <= 5 and not _unexpected(stops), stops
+    assert entered(stops, "opdef.py") == ["__call__", "dispatch"]
