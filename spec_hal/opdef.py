@@ -117,6 +117,7 @@ class OpDef:
                 )
         self.variant = tuple(variant)
         self._variant_positions = tuple(params.index(name) for name in variant)
+        self._one_variant = len(self._variant_positions) == 1
         #: Whether bindings are keyed by variant: only while some provider can decline one (reading
         #: the variant costs a dtype read per named argument on every call).
         self._keyed_by_variant = False
@@ -140,7 +141,12 @@ class OpDef:
         if is_compiling():
             self._torch_op(*args)
             return
-        key = (device, self.variant_of(args) if self._keyed_by_variant else None)
+        if not self._keyed_by_variant:
+            key: tuple[torch.device, Variant] = (device, None)
+        elif self._one_variant and (value := args[self._variant_positions[0]]).__class__ in _PLAIN_TYPES:
+            key = (device, (value,))  # one scalar argument (fast_topk's k): read without a call
+        else:
+            key = (device, self.variant_of(args))
         fn = self._bound.get(key)
         if fn is None:
             fn = self.provider_for(device, args)
