@@ -1,8 +1,8 @@
-"""Built-in vendor packages. Each is data (a descriptor: probe, capabilities, intents, the kernel
-families it binds with their launch configurations) and a ``register()`` function that registers it
-through the public API, exactly as an out-of-tree plugin does; the composition root
-(:mod:`spec_hal.composition`) calls those functions. Runtimes and bindings are imported on first
-use. Vendor packages never import each other.
+"""Built-in vendor packages. Each is data: a ``DESCRIPTOR`` (probe, capabilities, intents, the
+kernel families it binds with their launch configurations), which the composition root
+(:mod:`spec_hal.composition`) registers through the public API, exactly as an out-of-tree plugin
+registers its own. Runtimes and bindings are imported on first use. Vendor packages never import
+each other.
 
 Detection order (highest priority first) and why:
 

@@ -1,7 +1,7 @@
 """The CPU package: always present; binds CPU providers per op family (``bindings``)."""
 
 from ...detect import Check, HostFacts, ProbeResult
-from ...registry import PORTABLE, Capabilities, DeviceDescriptor, Intent, register_device
+from ...registry import PORTABLE, Capabilities, DeviceDescriptor, Intent
 
 
 def probe(facts: HostFacts) -> ProbeResult:
@@ -38,8 +38,3 @@ DESCRIPTOR = DeviceDescriptor(
     },
     priority_reason="always usable: chosen when no accelerator is",
 )
-
-
-def register() -> None:
-    """Register this vendor through the public API (the composition root calls it)."""
-    register_device(DESCRIPTOR)

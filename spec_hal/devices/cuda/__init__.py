@@ -1,7 +1,7 @@
 """NVIDIA CUDA: detection through NVML (never the CUDA runtime, which would poison fork())."""
 
 from ...kernels.triton.config import LaunchConfig
-from ...registry import TRITON, Capabilities, DeviceDescriptor, Intent, register_device
+from ...registry import TRITON, Capabilities, DeviceDescriptor, Intent
 from .detection import probe
 
 #: Copies: 8 KiB tiles with 4 warps (from an H200 sweep); the renormalisation splits rows longer
@@ -48,8 +48,3 @@ DESCRIPTOR = DeviceDescriptor(
     ),
     priority_reason="after hip and musa, whose stacks also answer torch.cuda.*",
 )
-
-
-def register() -> None:
-    """Register this vendor through the public API (the composition root calls it)."""
-    register_device(DESCRIPTOR)

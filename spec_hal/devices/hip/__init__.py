@@ -2,7 +2,7 @@
 
 from ...detect import Check, HostFacts, ProbeResult, visible_from_env
 from ...kernels.triton.config import LaunchConfig
-from ...registry import TRITON, Capabilities, DeviceDescriptor, Intent, register_device
+from ...registry import TRITON, Capabilities, DeviceDescriptor, Intent
 
 
 def probe(facts: HostFacts) -> ProbeResult:
@@ -49,8 +49,3 @@ DESCRIPTOR = DeviceDescriptor(
     ),
     priority_reason="first: ROCm answers torch.cuda.* and its tensors say 'cuda'",
 )
-
-
-def register() -> None:
-    """Register this vendor through the public API (the composition root calls it)."""
-    register_device(DESCRIPTOR)

@@ -2,7 +2,7 @@
 
 from ...detect import Check, HostFacts, ProbeResult, visible_from_env
 from ...kernels.triton.config import LaunchConfig
-from ...registry import PORTABLE, TRITON, Capabilities, DeviceDescriptor, Intent, register_device
+from ...registry import PORTABLE, TRITON, Capabilities, DeviceDescriptor, Intent
 
 
 def probe(facts: HostFacts) -> ProbeResult:
@@ -43,8 +43,3 @@ DESCRIPTOR = DeviceDescriptor(
     ),
     priority_reason="before cuda: torch_musa/torchada make torch.cuda.* calls work on MUSA GPUs",
 )
-
-
-def register() -> None:
-    """Register this vendor through the public API (the composition root calls it)."""
-    register_device(DESCRIPTOR)

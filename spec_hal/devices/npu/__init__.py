@@ -3,7 +3,7 @@ libraries that import fails, and through torch's backend autoload so would ``imp
 (set ``TORCH_DEVICE_BACKEND_AUTOLOAD=0`` on such machines)."""
 
 from ...detect import Check, HostFacts, ProbeResult, visible_from_env
-from ...registry import PORTABLE, Capabilities, DeviceDescriptor, Intent, register_device
+from ...registry import PORTABLE, Capabilities, DeviceDescriptor, Intent
 
 
 def probe(facts: HostFacts) -> ProbeResult:
@@ -42,8 +42,3 @@ DESCRIPTOR = DeviceDescriptor(
     ),
     priority_reason="own device type 'npu'; no overlap with the CUDA family",
 )
-
-
-def register() -> None:
-    """Register this vendor through the public API (the composition root calls it)."""
-    register_device(DESCRIPTOR)

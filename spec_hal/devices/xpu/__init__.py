@@ -4,7 +4,7 @@ import torch
 
 from ...detect import Check, HostFacts, ProbeResult, visible_from_env
 from ...kernels.triton.config import LaunchConfig
-from ...registry import TRITON, Capabilities, DeviceDescriptor, Intent, register_device
+from ...registry import TRITON, Capabilities, DeviceDescriptor, Intent
 
 
 def _xpu_available() -> bool:
@@ -52,8 +52,3 @@ DESCRIPTOR = DeviceDescriptor(
         "intel-extension-for-pytorch is optional: it pins one torch version",
     ),
 )
-
-
-def register() -> None:
-    """Register this vendor through the public API (the composition root calls it)."""
-    register_device(DESCRIPTOR)
