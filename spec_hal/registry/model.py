@@ -71,12 +71,22 @@ class Intent:
 
 
 @dataclass(frozen=True)
+class TorchDeviceModule:
+    """A runtime that is only data: torch's device module of the vendor's device type
+    (``torch.get_device_module(device_type)``), reached after importing ``extension`` where that
+    module appears only then (``"torch_npu"``). The registry builds the runtime on first use."""
+
+    extension: str | None = None
+
+
+@dataclass(frozen=True)
 class DeviceDescriptor:
     """A vendor: how to find it, which torch device type its tensors have, what it binds.
 
     ``runtime`` and ``bindings`` are qualified names (``"pkg.module:attr"``), imported on first use so
     that describing a vendor never imports its software stack; ``bindings`` names a ``register()``
-    function (a bare module name is imported for its side effects, once). ``families`` names the
+    function (a bare module name is imported for its side effects, once). A runtime that is torch's
+    device module is data instead: ``runtime=TorchDeviceModule(...)``. ``families`` names the
     shared kernel families the vendor binds (``{"triton": launch_config}``); they are bound on
     first use too, before ``bindings`` runs.
     """
@@ -87,7 +97,7 @@ class DeviceDescriptor:
     probe: Callable[[HostFacts], ProbeResult]
     dist_backend: str
     capabilities: Capabilities = Capabilities()
-    runtime: str = "spec_hal.runtime:HOST_RUNTIME"
+    runtime: str | TorchDeviceModule = "spec_hal.runtime:HOST_RUNTIME"
     bindings: str | None = None
     #: Provider per op; ops not listed get the family's answer, else ``default_intent``.
     intents: Mapping[str, Intent] = field(default_factory=dict)

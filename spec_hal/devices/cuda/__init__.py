@@ -1,7 +1,7 @@
 """NVIDIA CUDA: detection through NVML (never the CUDA runtime, which would poison fork())."""
 
 from ...kernels.triton.config import LaunchConfig
-from ...registry import TRITON, Capabilities, DeviceDescriptor, Intent
+from ...registry import TRITON, Capabilities, DeviceDescriptor, Intent, TorchDeviceModule
 from .detection import probe
 
 #: Copies: 8 KiB tiles with 4 warps (from an H200 sweep); the renormalisation splits rows longer
@@ -35,7 +35,7 @@ DESCRIPTOR = DeviceDescriptor(
     probe=probe,
     dist_backend="nccl",
     capabilities=Capabilities(graph_capture=True, triton=True, record_stream=True, needs_device_guard=True),
-    runtime="spec_hal.devices.cuda.runtime:RUNTIME",
+    runtime=TorchDeviceModule(),
     families={"triton": TRITON_CONFIG},
     intents={
         op: Intent(TRITON, "the shared Triton family, with hopper's vocabulary tile")

@@ -2,7 +2,7 @@
 
 from ...detect import Check, HostFacts, ProbeResult, visible_from_env
 from ...kernels.triton.config import LaunchConfig
-from ...registry import TRITON, Capabilities, DeviceDescriptor, Intent
+from ...registry import TRITON, Capabilities, DeviceDescriptor, Intent, TorchDeviceModule
 
 
 def probe(facts: HostFacts) -> ProbeResult:
@@ -39,7 +39,7 @@ DESCRIPTOR = DeviceDescriptor(
     probe=probe,
     dist_backend="nccl",  # the name torch.distributed accepts on ROCm builds (RCCL behind it)
     capabilities=Capabilities(graph_capture=True, triton=True, record_stream=True, needs_device_guard=True),
-    runtime="spec_hal.devices.hip.runtime:RUNTIME",
+    runtime=TorchDeviceModule(),  # ROCm builds of torch reach HIP through the 'cuda' device module
     families={"triton": TRITON_CONFIG},
     default_intent=Intent(TRITON, "the shared Triton family"),
     notes=(

@@ -2,7 +2,7 @@
 
 from ...detect import Check, HostFacts, ProbeResult, visible_from_env
 from ...kernels.triton.config import LaunchConfig
-from ...registry import PORTABLE, TRITON, Capabilities, DeviceDescriptor, Intent
+from ...registry import PORTABLE, TRITON, Capabilities, DeviceDescriptor, Intent, TorchDeviceModule
 
 
 def probe(facts: HostFacts) -> ProbeResult:
@@ -29,7 +29,7 @@ DESCRIPTOR = DeviceDescriptor(
     probe=probe,
     dist_backend="mccl",
     capabilities=Capabilities(graph_capture=True, triton=True, record_stream=True, needs_device_guard=True),
-    runtime="spec_hal.devices.musa.runtime:RUNTIME",
+    runtime=TorchDeviceModule(extension="torch_musa"),
     families={"triton": TRITON_CONFIG},
     intents={
         "move_kv_cache": Intent(

@@ -4,7 +4,7 @@ import torch
 
 from ...detect import Check, HostFacts, ProbeResult, visible_from_env
 from ...kernels.triton.config import LaunchConfig
-from ...registry import TRITON, Capabilities, DeviceDescriptor, Intent
+from ...registry import TRITON, Capabilities, DeviceDescriptor, Intent, TorchDeviceModule
 
 
 def _xpu_available() -> bool:
@@ -42,7 +42,7 @@ DESCRIPTOR = DeviceDescriptor(
     capabilities=Capabilities(
         graph_capture=hasattr(torch.xpu, "XPUGraph"), triton=True, record_stream=True, needs_device_guard=True
     ),
-    runtime="spec_hal.devices.xpu.runtime:RUNTIME",
+    runtime=TorchDeviceModule(),
     families={"triton": TRITON_CONFIG},
     default_intent=Intent(TRITON, "the shared Triton family"),
     priority_reason="own device type 'xpu'; no overlap with the CUDA family",
