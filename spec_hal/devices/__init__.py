@@ -15,3 +15,11 @@ Detection order (highest priority first) and why:
 | 60  | xpu  | Intel GPUs through native ``torch.xpu``; its own device type |
 | 0   | cpu  | always usable: the answer when nothing else is |
 """
+
+from collections.abc import Sequence
+
+
+def compiled_ahead_of_time(targets: Sequence[str]) -> str:
+    """The evidence line of a vendor whose Triton family ``spec-hal compile`` built for ``targets``
+    (a test holds the claim to the committed report)."""
+    return f"compiled ahead of time for {', '.join(targets)} (spec-hal compile, docs/compile/report.json)"

@@ -109,6 +109,15 @@ class DeviceDescriptor:
     api_version: int = API_VERSION
     #: Shared kernel families bound for this vendor, with the vendor's launch configuration of each.
     families: Mapping[str, object] = field(default_factory=dict)
+    #: Triton's backend for this vendor's chips (a ``GPUTarget``'s backend, e.g. ``"hip"``), which
+    #: ``spec-hal compile`` builds the family through; None: spec_hal knows no Triton target of it.
+    triton_backend: str | None = None
+    #: The targets ``spec-hal compile`` builds the family for by default (``"sm_90"``, ``"gfx942"``:
+    #: names ``spec_hal.aot.parse_target`` reads).
+    compile_targets: tuple[str, ...] = ()
+    #: How this project verified the vendor's providers, strongest first, never more than was seen
+    #: (``spec-hal info`` shows it).
+    evidence: tuple[str, ...] = ("not verified by this project",)
 
     def intent(self, op: str) -> Intent:
         """The intent this descriptor states itself (the registry adds what bound families say)."""

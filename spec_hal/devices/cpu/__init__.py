@@ -37,4 +37,5 @@ DESCRIPTOR = DeviceDescriptor(
         "keyed_uniform": Intent("cpu", "Philox in numpy's unsigned words: no 16-bit limbs"),
     },
     priority_reason="always usable: chosen when no accelerator is",
+    evidence=("hardware (every CI run)",),
 )

@@ -2,7 +2,11 @@
 
 from ...kernels.triton.config import LaunchConfig
 from ...registry import TRITON, Capabilities, DeviceDescriptor, Intent, TorchDeviceModule
+from .. import compiled_ahead_of_time
 from .detection import probe
+
+#: The chips ``spec-hal compile`` builds the Triton family for.
+COMPILE_TARGETS = ("sm_80", "sm_90", "sm_100")
 
 #: Copies: 8 KiB tiles with 4 warps (from an H200 sweep); the renormalisation splits rows longer
 #: than registers hold into chunks of 4 of them, whatever the batch (a row's masses must not follow
@@ -47,4 +51,11 @@ DESCRIPTOR = DeviceDescriptor(
         "detection reads NVML, never the CUDA runtime: fork() stays safe",
     ),
     priority_reason="after hip and musa, whose stacks also answer torch.cuda.*",
+    triton_backend="cuda",
+    compile_targets=COMPILE_TARGETS,
+    evidence=(
+        "hardware: H200 (tools/h200_run.sh)",
+        compiled_ahead_of_time(COMPILE_TARGETS),
+        "Triton interpreter",
+    ),
 )

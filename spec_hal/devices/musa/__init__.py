@@ -42,4 +42,6 @@ DESCRIPTOR = DeviceDescriptor(
         "not certified on MUSA hardware: the Triton family runs there only as far as MUSA's Triton supports it; per-op exceptions are intents",
     ),
     priority_reason="before cuda: torch_musa/torchada make torch.cuda.* calls work on MUSA GPUs",
+    triton_backend="musa",
+    evidence=("emulated: Triton interpreter with the musa configuration; portable providers on CPU tensors",),
 )

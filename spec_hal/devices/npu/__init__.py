@@ -41,4 +41,5 @@ DESCRIPTOR = DeviceDescriptor(
         "never install torch_npu where CANN is absent: torch's backend autoload then breaks import torch",
     ),
     priority_reason="own device type 'npu'; no overlap with the CUDA family",
+    evidence=("emulated: portable providers on CPU tensors",),
 )

@@ -51,4 +51,6 @@ DESCRIPTOR = DeviceDescriptor(
         "graph capture only where the running torch has torch.xpu.XPUGraph",
         "intel-extension-for-pytorch is optional: it pins one torch version",
     ),
+    triton_backend="xpu",
+    evidence=("emulated: Triton interpreter with the xe configuration; portable providers on CPU tensors",),
 )
