@@ -29,6 +29,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import torch
+
 from .errors import SpecHalError
 
 if TYPE_CHECKING:
@@ -180,7 +182,7 @@ COVERAGE_SIZES: dict[str, list[dict[str, Any]]] = {
 #: data on the CPU and move it, which for meta makes data nobody reads, so factories first default to
 #: meta; a builder that reads the values it draws fails there and draws them on the CPU; a builder or
 #: contract that reads device values fails on meta, and CPU tensors are used.
-_BUILDS = (("meta", True), ("meta", False), ("cpu", False))
+_BUILDS = ((torch.device("meta"), True), (torch.device("meta"), False), (torch.device("cpu"), False))
 
 
 def family_kernels() -> dict[str, Any]:

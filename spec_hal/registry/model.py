@@ -118,6 +118,9 @@ class DeviceDescriptor:
     #: How this project verified the vendor's providers, strongest first, never more than was seen
     #: (``spec-hal info`` shows it).
     evidence: tuple[str, ...] = ("not verified by this project",)
+    #: The ``torch.profiler.ProfilerActivity`` that records this vendor's kernels, by name (``"CUDA"``);
+    #: None: a profile there has the host's clock only (``spec-hal demo``'s iteration profile).
+    profiler_activity: str | None = None
 
     def intent(self, op: str) -> Intent:
         """The intent this descriptor states itself (the registry adds what bound families say)."""

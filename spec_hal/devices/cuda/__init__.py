@@ -58,4 +58,5 @@ DESCRIPTOR = DeviceDescriptor(
         compiled_ahead_of_time(COMPILE_TARGETS),
         "Triton interpreter",
     ),
+    profiler_activity="CUDA",
 )

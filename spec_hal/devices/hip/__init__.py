@@ -58,4 +58,5 @@ DESCRIPTOR = DeviceDescriptor(
         compiled_ahead_of_time(COMPILE_TARGETS),
         "emulated: Triton interpreter with the cdna configuration; portable providers on CPU tensors",
     ),
+    profiler_activity="CUDA",  # ROCm builds of torch record HIP kernels under this activity too
 )

@@ -53,4 +53,5 @@ DESCRIPTOR = DeviceDescriptor(
     ),
     triton_backend="xpu",
     evidence=("emulated: Triton interpreter with the xe configuration; portable providers on CPU tensors",),
+    profiler_activity="XPU",
 )
