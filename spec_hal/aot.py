@@ -9,8 +9,10 @@ make of a recorded launch (argument types, 16-byte alignment, integers equal to 
 is compiled by ``triton.compile`` for every target of the vendor, and the compilers' resource reports
 (registers, spills, shared memory, AMD occupancy) are kept.
 
-This proves that the kernels build for those chips and fit their limits; it runs nothing. Evidence
-levels per vendor are in :data:`EVIDENCE` (``spec-hal info`` states them).
+This proves that the kernels build for those chips and fit their limits; it runs nothing. Which
+Triton backend a vendor compiles through, its default targets and what is proven of it are fields of
+its descriptor (``triton_backend``, ``compile_targets``, ``evidence``: ``spec-hal info`` states the
+last).
 """
 
 from __future__ import annotations
@@ -23,14 +25,17 @@ import json
 import re
 import sys
 import tempfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+import torch
 
 from .errors import SpecHalError
 
 if TYPE_CHECKING:
     from .kernels.triton.launcher import Launcher
+    from .registry import DeviceDescriptor
 
 SCHEMA_VERSION = 1
 
@@ -81,15 +86,6 @@ KNOWN_TARGETS: dict[str, Target] = {
     )
 }
 
-#: The targets each vendor is compiled for by default.
-DEFAULT_TARGETS: dict[str, tuple[str, ...]] = {
-    "hip": ("gfx90a", "gfx942", "gfx950"),
-    "cuda": ("sm_80", "sm_90", "sm_100"),
-}
-
-#: The Triton backend each built-in vendor's Triton compiles through (a ``GPUTarget``'s backend).
-TRITON_BACKEND: dict[str, str] = {"hip": "hip", "cuda": "cuda", "musa": "musa", "xpu": "xpu"}
-
 
 def parse_target(name: str) -> Target:
     """A target named on the command line: a known one, or any ``gfxNNN`` / ``sm_NN``."""
@@ -105,34 +101,6 @@ def parse_target(name: str) -> Target:
         f"--target: unknown target {name!r}; expected one of {', '.join(KNOWN_TARGETS)}, "
         "or another gfx<NNN> (AMD) or sm_<NN> (NVIDIA)"
     )
-
-
-# --------------------------------------------------------------------------------------------------
-# What each vendor has shown, strongest first (``spec-hal info``, docs/compile/README.md)
-
-_COMPILED = "compiled ahead of time for {} (spec-hal compile, docs/compile/report.json)"
-
-#: How the providers of each built-in vendor are verified in this project: never more than shown.
-EVIDENCE: dict[str, tuple[str, ...]] = {
-    "cuda": (
-        "hardware: H200 (tools/h200_run.sh)",
-        _COMPILED.format(", ".join(DEFAULT_TARGETS["cuda"])),
-        "Triton interpreter",
-    ),
-    "hip": (
-        _COMPILED.format(", ".join(DEFAULT_TARGETS["hip"])),
-        "emulated: Triton interpreter with the cdna configuration; portable providers on CPU tensors",
-    ),
-    "musa": ("emulated: Triton interpreter with the musa configuration; portable providers on CPU tensors",),
-    "xpu": ("emulated: Triton interpreter with the xe configuration; portable providers on CPU tensors",),
-    "npu": ("emulated: portable providers on CPU tensors",),
-    "cpu": ("hardware (every CI run)",),
-}
-
-
-def evidence(vendor: str) -> str:
-    """What is proven for ``vendor``'s providers, in one line."""
-    return "; ".join(EVIDENCE.get(vendor, ("not verified by this project",)))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -198,7 +166,7 @@ def _launches_of(op: str, sizes: dict[str, Any], call: Callable[[], Any]) -> lis
 #: data on the CPU and move it, which for meta makes data nobody reads, so factories first default to
 #: meta; a builder that reads the values it draws fails there and draws them on the CPU; a builder or
 #: contract that reads device values fails on meta, and CPU tensors are used.
-_BUILDS = (("meta", True), ("meta", False), ("cpu", False))
+_BUILDS = ((torch.device("meta"), True), (torch.device("meta"), False), (torch.device("cpu"), False))
 
 
 def family_kernels() -> dict[str, Any]:
@@ -438,12 +406,16 @@ def _plain(value: Any) -> Any:
 # The command
 
 
-def _triton_backends() -> list[str]:
-    """Target backends the installed Triton compiles for (``hip``, ``cuda``, ...)."""
+def _triton_backends(descriptors: Iterable[DeviceDescriptor]) -> list[str]:
+    """The vendors' Triton backends (``triton_backend``) the installed Triton compiles for, in
+    detection order."""
     from triton.backends import backends
 
-    found = []
-    for name in ("hip", "cuda", "musa", "xpu"):
+    found: list[str] = []
+    for descriptor in sorted(descriptors, key=lambda d: -d.priority):
+        name = descriptor.triton_backend
+        if name is None or name in found:
+            continue
         probe = Target("probe", name, "", 32).gpu_target()
         if any(b.compiler.supports_target(probe) for b in backends.values()):
             found.append(name)
@@ -477,7 +449,7 @@ def plan(
         if name not in known:
             raise ValueError(f"--vendor: unknown vendor {name!r}; expected one of {', '.join(sorted(known))}")
     chosen = [parse_target(t) for t in targets] if targets else None
-    installed = _triton_backends()
+    installed = _triton_backends(known.values())
     configs: dict[str, Any] = {}
     vendor_targets: dict[str, list[Target]] = {}
     not_compiled: list[dict[str, Any]] = []
@@ -489,7 +461,7 @@ def plan(
             if vendors:
                 not_compiled.append(_skip(name, None, "binds no Triton kernel family"))
             continue
-        backend = TRITON_BACKEND.get(name)
+        backend = descriptor.triton_backend
         if backend is None:
             not_compiled.append(_skip(name, None, "spec_hal knows no Triton target of this vendor"))
             continue
@@ -500,7 +472,7 @@ def plan(
             )
             not_compiled.append(_skip(name, None, reason))
             continue
-        wanted = chosen if chosen is not None else [KNOWN_TARGETS[t] for t in DEFAULT_TARGETS.get(name, ())]
+        wanted = chosen if chosen is not None else [parse_target(t) for t in descriptor.compile_targets]
         mine = [t for t in wanted if t.backend == backend]
         if vendors:  # a vendor asked for by name: say why a target asked for is not its
             for t in wanted:
@@ -670,6 +642,14 @@ def _cell(value: Any) -> str:
     return "-" if value is None else str(value)
 
 
+def _builtins_compiled_by_default() -> list[DeviceDescriptor]:
+    """The built-in vendors with default targets, in detection order (the registry is not started
+    to build the command line: that would load the plugins)."""
+    from .composition import builtin_descriptors
+
+    return sorted((d for d in builtin_descriptors() if d.compile_targets), key=lambda d: -d.priority)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--vendor",
@@ -683,7 +663,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help=f"only this target (repeatable): {', '.join(KNOWN_TARGETS)} or another gfx<NNN> / sm_<NN> "
         "(default: each vendor's: "
-        + "; ".join(f"{v} {', '.join(t)}" for v, t in DEFAULT_TARGETS.items())
+        + "; ".join(f"{d.name} {', '.join(d.compile_targets)}" for d in _builtins_compiled_by_default())
         + ")",
     )
     parser.add_argument(

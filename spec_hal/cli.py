@@ -21,7 +21,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from . import __version__, config, plugins, registry
+from . import __version__, composition, config, plugins, registry
 from .errors import DeviceSelectionError, SpecHalError
 from .reporting import (
     bench_progress,
@@ -104,7 +104,7 @@ def info_data(device_name: str | None = None) -> dict[str, Any]:
             "dist_backend": descriptor.dist_backend,
             "capabilities": vars(descriptor.capabilities) | {},
             "notes": list(descriptor.notes),
-            "proven": _proven(descriptor.name),
+            "proven": _proven(descriptor),
             "bindings_failed": registry.binding_failures().get(descriptor.name),
         },
         "probes": [p.to_json() | {"priority": registry.device(p.vendor).priority} for p in detection.probes],
@@ -126,16 +126,10 @@ def _triton_launches() -> dict[str, Any] | None:
     return {"planned": planned, "reason": reason}
 
 
-#: The built-in vendors, in the order of the vendor matrix (docs/vendors.md).
-BUILTIN_VENDORS = ("cuda", "hip", "musa", "xpu", "npu", "cpu")
-
-
-def _proven(vendor: str) -> str:
-    """What this project has verified of ``vendor``: hardware, compiled for targets, interpreter,
-    emulated (never more than was seen)."""
-    from .aot import evidence
-
-    return evidence(vendor)
+def _proven(descriptor: registry.DeviceDescriptor) -> str:
+    """What this project has verified of a vendor, in one line (its descriptor's ``evidence``):
+    hardware, compiled for targets, interpreter, emulated (never more than was seen)."""
+    return "; ".join(descriptor.evidence)
 
 
 def vendor_matrix() -> str:
@@ -144,15 +138,13 @@ def vendor_matrix() -> str:
     A vendor's intents depend on the kernel families it binds (the Triton family's coverage is its
     launcher table), so each vendor's bindings are loaded first."""
     public = set(importlib.import_module("spec_hal.ops").__all__)  # not ops other code defined
-    from .aot import evidence
-
-    vendors = [registry.REGISTRY.load_bindings(name) for name in BUILTIN_VENDORS]
+    vendors = [registry.REGISTRY.load_bindings(d.name) for d in composition.builtin_descriptors()]
     lines = ["| op | " + " | ".join(v.name for v in vendors) + " |", "|---|" + "---|" * len(vendors)]
     for name in sorted(set(registry.ops()) & public):
         cells = [registry.intent_of(v, name).provider for v in vendors]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines += ["", "| vendor | tested how |", "|---|---|"]
-    lines += [f"| {v} | {evidence(v)} |" for v in BUILTIN_VENDORS]
+    lines += [f"| {v.name} | {_proven(v)} |" for v in vendors]
     return "\n".join(lines)
 
 

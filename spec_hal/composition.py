@@ -2,9 +2,9 @@
 
 The registry knows no vendor. Importing spec_hal installs two hooks in it from here:
 
-* on first use, :func:`register_vendors` calls each built-in vendor package's ``register()``
-  (which registers its descriptor through the same public call a plugin makes), then loads the
-  out-of-tree plugins of the entry-point group ``spec_hal.devices``;
+* on first use, :func:`register_vendors` registers each built-in vendor package's ``DESCRIPTOR``
+  through the same public call a plugin makes, then loads the out-of-tree plugins of the
+  entry-point group ``spec_hal.devices``;
 * when a vendor is first resolved, :func:`bind_families` binds the kernel families its descriptor
   names (``families={"triton": launch_config}``), for built-in vendors and plugins alike.
 
@@ -25,14 +25,20 @@ if TYPE_CHECKING:
     from .kernels.triton.config import LaunchConfig
     from .kernels.triton.launcher import Launcher
 
-#: In detection-priority order (each descriptor states its own priority).
-BUILTIN_VENDORS = (hip, musa, cuda, npu, xpu, cpu)
+#: Every built-in vendor package (each is data: a ``DESCRIPTOR``), in the order of the vendor matrix
+#: (docs/vendors.md); the detection order is each descriptor's own ``priority``.
+BUILTIN_VENDORS = (cuda, hip, musa, xpu, npu, cpu)
+
+
+def builtin_descriptors() -> tuple[DeviceDescriptor, ...]:
+    """The descriptors of the built-in vendors, in the order of :data:`BUILTIN_VENDORS`."""
+    return tuple(package.DESCRIPTOR for package in BUILTIN_VENDORS)
 
 
 def register_vendors() -> None:
     """Register every built-in vendor, then the plugins (the registry's initializer)."""
-    for vendor in BUILTIN_VENDORS:
-        vendor.register()
+    for descriptor in builtin_descriptors():
+        registry.register_device(descriptor)
     plugins.load_plugins()
 
 

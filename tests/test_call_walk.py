@@ -1,6 +1,6 @@
 """A warm public call on the CPU's portable path passes few of spec_hal's files: the op's contract
 module, ``validation``, ``opdef`` (the call and ``dispatch``) and the reference. The Triton family's
-walk is in ``tests/triton_family/test_call_walk.py``."""
+walk is in ``tests/triton_family/test_launch_walk.py``."""
 
 from __future__ import annotations
 

@@ -13,6 +13,7 @@ import torch
 from test_cli import spec_hal
 
 from spec_hal import aot
+from spec_hal.composition import builtin_descriptors
 
 SOURCE = Path(os.environ.get("SPEC_HAL_SOURCE_TREE") or Path(__file__).resolve().parents[1])
 REPORT = SOURCE / "docs" / "compile" / "report.json"
@@ -39,8 +40,10 @@ def test_targets_are_parsed_by_name_and_bad_names_say_what_is_expected():
     assert aot.parse_target("sm_120").backend == "cuda"
     with pytest.raises(ValueError, match="--target: unknown target 'h100'.*gfx90a"):
         aot.parse_target("h100")
-    for vendor, names in aot.DEFAULT_TARGETS.items():
-        assert all(aot.KNOWN_TARGETS[n].backend == aot.TRITON_BACKEND[vendor] for n in names)
+    for descriptor in builtin_descriptors():
+        assert all(
+            aot.KNOWN_TARGETS[n].backend == descriptor.triton_backend for n in descriptor.compile_targets
+        )
 
 
 def test_resources_are_read_from_the_compilers_reports():
@@ -72,9 +75,9 @@ def test_evidence_never_claims_a_target_the_committed_report_does_not_show_compi
     report = json.loads(REPORT.read_text())
     assert report["schema_version"] == 1
     assert not report["capture_errors"] and not report["unreached"]
-    for vendor, targets in aot.DEFAULT_TARGETS.items():
-        claim = aot.evidence(vendor)
-        for target in targets:
+    for descriptor in builtin_descriptors():
+        vendor, claim = descriptor.name, "; ".join(descriptor.evidence)
+        for target in descriptor.compile_targets:
             rows = [r for r in report["rows"] if r["vendor"] == vendor and r["target"] == target]
             if target in claim:
                 assert rows and all(r["ok"] for r in rows), f"{vendor} claims {target}"
@@ -86,8 +89,9 @@ def test_committed_report_covers_every_kernel_of_the_family_on_every_default_tar
         pytest.skip("no source tree with docs/ here")
     report = json.loads(REPORT.read_text())
     kernels = set(aot.family_kernels())
-    for vendor, targets in aot.DEFAULT_TARGETS.items():
-        for target in targets:
+    for descriptor in builtin_descriptors():
+        vendor = descriptor.name
+        for target in descriptor.compile_targets:
             compiled = {r["kernel"] for r in report["rows"] if (r["vendor"], r["target"]) == (vendor, target)}
             assert compiled == kernels, (
                 f"docs/compile/report.json is stale for {vendor} {target}: regenerate it with "

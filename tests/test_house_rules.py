@@ -1,6 +1,6 @@
 """House rules a test can check: the import graph's layering (docs/architecture.md), vendor calls
-only in spec_hal/devices/, no module over MAX_MODULE_LINES lines, and the tested spec_hal is the
-installed one when tox says so."""
+only in spec_hal/devices/, no vendor named in the modules that serve every vendor, no module over
+MAX_MODULE_LINES lines, and the tested spec_hal is the installed one when tox says so."""
 
 from __future__ import annotations
 
@@ -320,3 +320,94 @@ def test_the_rules_catch_a_planted_breach():
     }
     assert circles(planted) == [set(planted)]
     assert "spec_hal.devices.cuda" in reachable(planted, ["spec_hal.ops.x"])
+
+
+# --------------------------------------------------------------------------------------------------
+# A vendor fact is a field of the vendor's descriptor: the modules that serve every vendor alike
+# name none (promise 8 of the design).
+
+#: The modules that serve every vendor alike (relative to the package).
+VENDOR_NEUTRAL = ("cli.py", "aot.py", "bench", "demo", "conformance")
+#: torch's device type of host tensors, which the CPU vendor is also named.
+HOST_DEVICE_TYPE = "cpu"
+
+
+def vendor_neutral_files(root: Path = PACKAGE) -> list[Path]:
+    return [
+        path
+        for name in VENDOR_NEUTRAL
+        for path in ([root / name] if name.endswith(".py") else python_files(root / name))
+    ]
+
+
+def builtin_vendor_names() -> set[str]:
+    from spec_hal.composition import builtin_descriptors
+
+    return {descriptor.name for descriptor in builtin_descriptors()}
+
+
+def _constants(node: ast.AST) -> set[int]:
+    return {id(c) for c in ast.walk(node) if isinstance(c, ast.Constant)}
+
+
+def vendor_literals(source: str, vendors: set[str]) -> list[tuple[int, str]]:
+    """(line, name) of each string constant of ``source`` that is a name of ``vendors``, except where
+    the name means something else: Triton's backend (a ``Target``'s backend, or compared with a
+    ``.backend``) and, for ``"cpu"``, torch's device type (``torch.device("cpu")``, a ``device=``
+    argument, or compared with a ``.type`` or ``.device_type``)."""
+    tree = ast.parse(source)
+    backends: set[int] = set()
+    device_types: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            if called == "Target":
+                backends |= {id(a) for a in node.args[1:2]}
+                backends |= {id(k.value) for k in node.keywords if k.arg == "backend"}
+            if called == "device":
+                device_types |= {id(a) for a in node.args}
+            device_types |= {id(k.value) for k in node.keywords if k.arg == "device"}
+        elif isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            attributes = {o.attr for o in operands if isinstance(o, ast.Attribute)}
+            constants = set().union(*map(_constants, operands))
+            if "backend" in attributes:
+                backends |= constants
+            if attributes & {"type", "device_type"}:
+                device_types |= constants
+    return sorted(
+        (node.lineno, node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and node.value in vendors
+        and id(node) not in backends
+        and not (node.value == HOST_DEVICE_TYPE and id(node) in device_types)
+    )
+
+
+def test_no_vendor_is_named_in_the_modules_that_serve_every_vendor():
+    assert all((PACKAGE / name).exists() for name in VENDOR_NEUTRAL), "a module of VENDOR_NEUTRAL moved"
+    vendors = builtin_vendor_names()
+    offenders = [
+        f"{path.relative_to(PACKAGE)}:{line}: {name!r}"
+        for path in vendor_neutral_files()
+        for line, name in vendor_literals(path.read_text(), vendors)
+    ]
+    assert offenders == [], "a vendor fact is a field of its DeviceDescriptor:\n" + "\n".join(offenders)
+
+
+def test_the_vendor_rule_catches_a_planted_vendor_name():
+    planted = "\n".join(
+        [
+            'EVIDENCE = {"cuda": ("hardware",)}',  # a table keyed by vendor
+            'if descriptor.name != "cpu": pass',  # the CPU vendor, not the device type
+            'if device.type == "cuda": pass',  # a vendor's device type is the vendor
+            'target = Target("gfx942", "hip", "gfx942", 64)',  # Triton's backend, not a vendor
+            'if target.backend == "cuda": pass',
+            'on_host = device.type == "cpu" or descriptor.device_type in ("cpu", "meta")',  # torch's type
+            'where = torch.device("cpu")',
+            'mask = torch.zeros(4, device="cpu")',
+        ]
+    )
+    assert vendor_literals(planted, {"cuda", "hip", "cpu"}) == [(1, "cuda"), (2, "cpu"), (3, "cuda")]

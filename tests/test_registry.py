@@ -361,6 +361,23 @@ def test_a_vendor_registered_again_gets_its_new_runtime():
     assert registry.runtime_of(registry.device("testdev")) is runtime_module
 
 
+def test_a_runtime_that_is_data_is_built_by_the_registry_over_torchs_device_module():
+    import sys
+
+    from spec_hal.registry import TorchDeviceModule
+    from spec_hal.runtime import TorchDeviceRuntime
+
+    with isolated_registry():
+        registry.register_device(
+            DeviceDescriptor(**{**vars(device("testdev")), "runtime": TorchDeviceModule(extension="json")})
+        )
+        built = registry.runtime_of(registry.device("testdev"))
+        assert isinstance(built, TorchDeviceRuntime)
+        assert (built.device_type, built.extension) == ("cpu", "json")
+        assert registry.runtime_of(registry.device("testdev")) is built  # built once
+        assert built.module is sys.modules["torch"].cpu  # torch.get_device_module("cpu")
+
+
 #: Calls of the failing bindings loader below (it is named by a qualified name).
 LOADER_CALLS: list[int] = []
 

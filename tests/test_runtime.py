@@ -8,7 +8,7 @@ import types
 import pytest
 import torch
 
-from spec_hal.devices._runtime import TorchDeviceRuntime
+from spec_hal.runtime import TorchDeviceRuntime
 
 
 class FakeStream:

@@ -113,9 +113,12 @@ def torch_device_of(descriptor: DeviceDescriptor, emulated: bool = False) -> tor
 
 
 def device_context(descriptor: DeviceDescriptor, emulated: bool = False) -> Any:
-    """Route CPU tensors to the vendor when emulated (and for vendors whose tensors are CPU tensors:
-    emulations and out-of-tree test vendors)."""
-    if emulated or (descriptor.device_type == "cpu" and descriptor.name != "cpu"):
+    """Route CPU tensors to the vendor when emulated (and for vendors whose tensors are CPU tensors,
+    emulations and out-of-tree test vendors, unless CPU tensors reach that vendor already)."""
+    if emulated or (
+        descriptor.device_type == "cpu"
+        and registry.vendor_for(descriptor.device_type).name != descriptor.name
+    ):
         return emulate(descriptor.name)
     import contextlib
 

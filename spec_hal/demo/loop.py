@@ -635,7 +635,7 @@ class SpecDecoder:
         vocab = self.model.config.vocab_size
         grammars = [request.grammar for request in requests]
         assert all(g is not None for g in grammars)  # grammar mode: every request has one
-        mask = grammars[0].allocate_vocab_mask(vocab, len(requests), "cpu")  # type: ignore[union-attr]
+        mask = grammars[0].allocate_vocab_mask(vocab, len(requests), torch.device("cpu"))  # type: ignore[union-attr]
         for i, grammar in enumerate(grammars):
             grammar.fill_vocab_mask(mask, i)  # type: ignore[union-attr]
         return mask

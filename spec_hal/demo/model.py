@@ -294,7 +294,7 @@ def greedy_reference(
         last = torch.tensor([len(sequences[r]) - 1 for r in active], device=device)
         logits = model.dense_logits(padded)[torch.arange(len(active), device=device), last]
         if grammars is not None:
-            mask = grammars[active[0]].allocate_vocab_mask(vocab, len(active), "cpu")
+            mask = grammars[active[0]].allocate_vocab_mask(vocab, len(active), torch.device("cpu"))
             for row, r in enumerate(active):
                 grammars[r].fill_vocab_mask(mask, row)
             logits = apply_token_bitmask(logits, mask.to(device))

@@ -22,13 +22,12 @@ import torch
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from .. import ops, runtime
+from .. import ops, registry, runtime
 from ..opdef import OpDef
 from .loop import Request, SpecDecoder
 
 RANGE_PREFIX = "spec_hal::"
 ITERATION_RANGE = "demo::iteration"
-_DEVICE_ACTIVITIES = {"cuda": "CUDA", "xpu": "XPU"}
 
 
 class RangedOps:
@@ -68,8 +67,11 @@ class IterationProfile:
 
 
 def device_activity(device: torch.device) -> ProfilerActivity | None:
-    """The profiler activity that records ``device``'s kernels, or None (host only)."""
-    name = _DEVICE_ACTIVITIES.get(device.type)
+    """The profiler activity that records ``device``'s kernels (its vendor's ``profiler_activity``),
+    or None (host only)."""
+    if device.type == "cpu":  # no device clock, also while a test emulates a vendor on the CPU
+        return None
+    name = registry.vendor_for(device.type).profiler_activity
     return getattr(ProfilerActivity, name, None) if name else None
 
 

@@ -36,6 +36,7 @@ from .model import (
     Implementation,
     Intent,
     Runtime,
+    TorchDeviceModule,
     Variant,
 )
 from .resolution import choose, fallbacks, implementations, resolve
@@ -171,6 +172,7 @@ __all__ = [
     "Intent",
     "Registry",
     "Runtime",
+    "TorchDeviceModule",
     "Variant",
     "binding_failures",
     "choose",

@@ -71,12 +71,22 @@ class Intent:
 
 
 @dataclass(frozen=True)
+class TorchDeviceModule:
+    """A runtime that is only data: torch's device module of the vendor's device type
+    (``torch.get_device_module(device_type)``), reached after importing ``extension`` where that
+    module appears only then (``"torch_npu"``). The registry builds the runtime on first use."""
+
+    extension: str | None = None
+
+
+@dataclass(frozen=True)
 class DeviceDescriptor:
     """A vendor: how to find it, which torch device type its tensors have, what it binds.
 
     ``runtime`` and ``bindings`` are qualified names (``"pkg.module:attr"``), imported on first use so
     that describing a vendor never imports its software stack; ``bindings`` names a ``register()``
-    function (a bare module name is imported for its side effects, once). ``families`` names the
+    function (a bare module name is imported for its side effects, once). A runtime that is torch's
+    device module is data instead: ``runtime=TorchDeviceModule(...)``. ``families`` names the
     shared kernel families the vendor binds (``{"triton": launch_config}``); they are bound on
     first use too, before ``bindings`` runs.
     """
@@ -87,7 +97,7 @@ class DeviceDescriptor:
     probe: Callable[[HostFacts], ProbeResult]
     dist_backend: str
     capabilities: Capabilities = Capabilities()
-    runtime: str = "spec_hal.runtime:HOST_RUNTIME"
+    runtime: str | TorchDeviceModule = "spec_hal.runtime:HOST_RUNTIME"
     bindings: str | None = None
     #: Provider per op; ops not listed get the family's answer, else ``default_intent``.
     intents: Mapping[str, Intent] = field(default_factory=dict)
@@ -99,6 +109,18 @@ class DeviceDescriptor:
     api_version: int = API_VERSION
     #: Shared kernel families bound for this vendor, with the vendor's launch configuration of each.
     families: Mapping[str, object] = field(default_factory=dict)
+    #: Triton's backend for this vendor's chips (a ``GPUTarget``'s backend, e.g. ``"hip"``), which
+    #: ``spec-hal compile`` builds the family through; None: spec_hal knows no Triton target of it.
+    triton_backend: str | None = None
+    #: The targets ``spec-hal compile`` builds the family for by default (``"sm_90"``, ``"gfx942"``:
+    #: names ``spec_hal.aot.parse_target`` reads).
+    compile_targets: tuple[str, ...] = ()
+    #: How this project verified the vendor's providers, strongest first, never more than was seen
+    #: (``spec-hal info`` shows it).
+    evidence: tuple[str, ...] = ("not verified by this project",)
+    #: The ``torch.profiler.ProfilerActivity`` that records this vendor's kernels, by name (``"CUDA"``);
+    #: None: a profile there has the host's clock only (``spec-hal demo``'s iteration profile).
+    profiler_activity: str | None = None
 
     def intent(self, op: str) -> Intent:
         """The intent this descriptor states itself (the registry adds what bound families say)."""

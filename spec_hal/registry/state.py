@@ -35,6 +35,7 @@ from .model import (
     Implementation,
     Intent,
     Runtime,
+    TorchDeviceModule,
     Variant,
 )
 
@@ -262,10 +263,19 @@ def load_qualified(qualified: str) -> Any:
     return getattr(module, attr) if attr else module
 
 
+#: What builds a :class:`TorchDeviceModule` runtime. ``spec_hal.runtime`` imports the registry, so
+#: the registry names it, as the default runtime is named, and imports it on first use.
+TORCH_DEVICE_RUNTIME = "spec_hal.runtime:TorchDeviceRuntime"
+
+
 def runtime_of(descriptor: DeviceDescriptor) -> Runtime:
     found = STATE.runtimes.get(descriptor.name)
     if found is None:
-        found = load_qualified(descriptor.runtime)
+        named = descriptor.runtime
+        if isinstance(named, TorchDeviceModule):
+            found = load_qualified(TORCH_DEVICE_RUNTIME)(descriptor.device_type, named.extension)
+        else:
+            found = load_qualified(named)
         STATE.runtimes[descriptor.name] = found
     return found
 

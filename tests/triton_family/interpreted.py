@@ -1,7 +1,12 @@
 """Helpers of the Triton family tests (imported as ``triton_family.interpreted``)."""
 
-#: Vendors whose bindings register the shared Triton family, each with its launch configuration.
-TRITON_VENDORS = ("cuda", "hip", "musa", "xpu")
+from spec_hal.composition import builtin_descriptors
+
+#: The launch configuration each built-in vendor binding the shared Triton family registers it with
+#: (``spec_hal.composition.bind_triton_family``; emulation replaces it by the interpreter's).
+VENDOR_CONFIGS = {d.name: d.families["triton"] for d in builtin_descriptors() if "triton" in d.families}
+#: Vendors whose bindings register the shared Triton family.
+TRITON_VENDORS = tuple(VENDOR_CONFIGS)
 
 
 def small_cases(op: str):

@@ -13,13 +13,12 @@ import inspect
 
 import pytest
 import torch
-from triton_family.interpreted import TRITON_VENDORS, register_launchers, small_cases
+from triton_family.interpreted import TRITON_VENDORS, VENDOR_CONFIGS, register_launchers, small_cases
 
 from spec_hal import registry
 from spec_hal.conformance.case import Case
 from spec_hal.conformance.cases import index as index_cases
 from spec_hal.conformance.runner import compare, run_case
-from spec_hal.devices import cuda, hip, musa, xpu
 from spec_hal.kernels.triton import config as launch_configs
 from spec_hal.kernels.triton import index as triton_index
 from spec_hal.opdef import OpDef
@@ -28,13 +27,6 @@ from spec_hal.testing import emulate, isolated_registry
 
 CPU = torch.device("cpu")
 OPS = tuple(index_cases.BUILDERS)
-#: Launch configuration each vendor's bindings choose (``spec_hal.composition.bind_triton_family``), bypassed by emulation.
-VENDOR_CONFIGS = {
-    "cuda": cuda.TRITON_CONFIG,
-    "hip": hip.TRITON_CONFIG,
-    "musa": musa.TRITON_CONFIG,
-    "xpu": xpu.TRITON_CONFIG,
-}
 INTERPRETER = launch_configs.INTERPRETER
 #: Batches past the interpreter's block (64): several programs, each scanning the earlier chunks.
 LARGE = 70

@@ -20,13 +20,12 @@ import functools
 
 import pytest
 import torch
-from triton_family.interpreted import TRITON_VENDORS, register_launchers, small_cases
+from triton_family.interpreted import TRITON_VENDORS, VENDOR_CONFIGS, register_launchers, small_cases
 
 from spec_hal import registry
 from spec_hal.conformance.case import Case
 from spec_hal.conformance.cases import kv as kv_cases
 from spec_hal.conformance.runner import compare, run_case
-from spec_hal.devices import cuda, hip, musa, xpu
 from spec_hal.kernels.triton import kv as kv_kernels
 from spec_hal.kernels.triton.config import INTERPRETER, LaunchConfig
 from spec_hal.kernels.triton.kv import accept as kv_accept
@@ -36,12 +35,6 @@ from spec_hal.testing import emulate, isolated_registry
 
 CPU = torch.device("cpu")
 OPS = ("move_kv_cache", "move_accept_tokens_to_target_kvcache")
-VENDOR_CONFIGS = {
-    "cuda": cuda.TRITON_CONFIG,
-    "hip": hip.TRITON_CONFIG,
-    "musa": musa.TRITON_CONFIG,
-    "xpu": xpu.TRITON_CONFIG,
-}
 
 
 def case_id(case: Case) -> str:

@@ -19,13 +19,12 @@ import functools
 
 import pytest
 import torch
-from triton_family.interpreted import TRITON_VENDORS, register_launchers, small_cases
+from triton_family.interpreted import TRITON_VENDORS, VENDOR_CONFIGS, register_launchers, small_cases
 
 from spec_hal import registry
 from spec_hal.conformance.case import Case
 from spec_hal.conformance.cases import mamba as mamba_cases
 from spec_hal.conformance.runner import compare, run_case
-from spec_hal.devices import cuda, hip, musa, xpu
 from spec_hal.kernels.triton import launch
 from spec_hal.kernels.triton import mamba as mamba_kernels
 from spec_hal.kernels.triton.config import INTERPRETER, LaunchConfig
@@ -37,12 +36,6 @@ OPS = (
     "scatter_mamba_states_after_mtp_verify",
     "commit_mamba_states_after_verify",
 )
-VENDOR_CONFIGS = {
-    "cuda": cuda.TRITON_CONFIG,
-    "hip": hip.TRITON_CONFIG,
-    "musa": musa.TRITON_CONFIG,
-    "xpu": xpu.TRITON_CONFIG,
-}
 
 
 def case_id(case: Case) -> str:

@@ -21,13 +21,18 @@ from typing import Any
 
 import pytest
 import torch
-from triton_family.interpreted import TRITON_VENDORS, provider, register_launchers, small_cases
+from triton_family.interpreted import (
+    TRITON_VENDORS,
+    VENDOR_CONFIGS,
+    provider,
+    register_launchers,
+    small_cases,
+)
 
 from spec_hal import registry
 from spec_hal.conformance.case import Case
 from spec_hal.conformance.cases import tree as tree_cases
 from spec_hal.conformance.runner import compare, run_case
-from spec_hal.devices import cuda, hip, musa, xpu
 from spec_hal.kernels.triton import tree as tree_kernels
 from spec_hal.kernels.triton.config import INTERPRETER
 from spec_hal.testing import emulate, isolated_registry
@@ -107,15 +112,6 @@ def assert_providers_agree(op: str, provider: Callable[..., None], args: list[An
     got = copy.deepcopy(args)
     provider(*got)
     assert compare(got, want) == []
-
-
-#: The launch configuration each vendor's bindings register the family with (``spec_hal.composition.bind_triton_family``).
-VENDOR_CONFIGS = {
-    "cuda": cuda.TRITON_CONFIG,
-    "hip": hip.TRITON_CONFIG,
-    "musa": musa.TRITON_CONFIG,
-    "xpu": xpu.TRITON_CONFIG,
-}
 
 
 def assert_passes_with_vendor_config(vendor: str, family: Any, cases: list[Case]) -> None:

@@ -1,7 +1,7 @@
 """The CPU package: always present; binds CPU providers per op family (``bindings``)."""
 
 from ...detect import Check, HostFacts, ProbeResult
-from ...registry import PORTABLE, Capabilities, DeviceDescriptor, Intent, register_device
+from ...registry import PORTABLE, Capabilities, DeviceDescriptor, Intent
 
 
 def probe(facts: HostFacts) -> ProbeResult:
@@ -21,9 +21,5 @@ DESCRIPTOR = DeviceDescriptor(
         PORTABLE, "the portable reference is vectorised torch: already the CPU implementation"
     ),
     priority_reason="always usable: chosen when no accelerator is",
+    evidence=("hardware (every CI run)",),
 )
-
-
-def register() -> None:
-    """Register this vendor through the public API (the composition root calls it)."""
-    register_device(DESCRIPTOR)

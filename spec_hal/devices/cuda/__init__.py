@@ -1,8 +1,12 @@
 """NVIDIA CUDA: detection through NVML (never the CUDA runtime, which would poison fork())."""
 
 from ...kernels.triton.config import LaunchConfig
-from ...registry import TRITON, Capabilities, DeviceDescriptor, Intent, register_device
+from ...registry import TRITON, Capabilities, DeviceDescriptor, Intent, TorchDeviceModule
+from .. import compiled_ahead_of_time
 from .detection import probe
+
+#: The chips ``spec-hal compile`` builds the Triton family for.
+COMPILE_TARGETS = ("sm_80", "sm_90", "sm_100")
 
 #: Copies: 8 KiB tiles with 4 warps (from an H200 sweep); the renormalisation splits rows longer
 #: than registers hold into chunks of 4 of them, whatever the batch (a row's masses must not follow
@@ -32,7 +36,7 @@ DESCRIPTOR = DeviceDescriptor(
     probe=probe,
     dist_backend="nccl",
     capabilities=Capabilities(graph_capture=True, triton=True, record_stream=True, needs_device_guard=True),
-    runtime="spec_hal.devices.cuda.runtime:RUNTIME",
+    runtime=TorchDeviceModule(),
     families={"triton": TRITON_CONFIG},
     default_intent=Intent(TRITON, "the shared Triton family"),
     notes=(
@@ -40,9 +44,12 @@ DESCRIPTOR = DeviceDescriptor(
         "detection reads NVML, never the CUDA runtime: fork() stays safe",
     ),
     priority_reason="after hip and musa, whose stacks also answer torch.cuda.*",
+    triton_backend="cuda",
+    compile_targets=COMPILE_TARGETS,
+    evidence=(
+        "hardware: H200 (tools/h200_run.sh)",
+        compiled_ahead_of_time(COMPILE_TARGETS),
+        "Triton interpreter",
+    ),
+    profiler_activity="CUDA",
 )
-
-
-def register() -> None:
-    """Register this vendor through the public API (the composition root calls it)."""
-    register_device(DESCRIPTOR)

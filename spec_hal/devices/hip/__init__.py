@@ -2,7 +2,8 @@
 
 from ...detect import Check, HostFacts, ProbeResult, visible_from_env
 from ...kernels.triton.config import LaunchConfig
-from ...registry import TRITON, Capabilities, DeviceDescriptor, Intent, register_device
+from ...registry import TRITON, Capabilities, DeviceDescriptor, Intent, TorchDeviceModule
+from .. import compiled_ahead_of_time
 
 
 def probe(facts: HostFacts) -> ProbeResult:
@@ -32,6 +33,9 @@ TRITON_CONFIG = LaunchConfig(
     "cdna", num_warps=4, warp_size=64, block=1024, copy_num_warps=8, copy_block_bytes=8192, row_num_warps=8
 )
 
+#: The chips ``spec-hal compile`` builds the Triton family for (CDNA2 to CDNA4).
+COMPILE_TARGETS = ("gfx90a", "gfx942", "gfx950")
+
 DESCRIPTOR = DeviceDescriptor(
     name="hip",
     device_type="cuda",
@@ -39,7 +43,7 @@ DESCRIPTOR = DeviceDescriptor(
     probe=probe,
     dist_backend="nccl",  # the name torch.distributed accepts on ROCm builds (RCCL behind it)
     capabilities=Capabilities(graph_capture=True, triton=True, record_stream=True, needs_device_guard=True),
-    runtime="spec_hal.devices.hip.runtime:RUNTIME",
+    runtime=TorchDeviceModule(),  # ROCm builds of torch reach HIP through the 'cuda' device module
     families={"triton": TRITON_CONFIG},
     default_intent=Intent(TRITON, "the shared Triton family"),
     notes=(
@@ -48,9 +52,11 @@ DESCRIPTOR = DeviceDescriptor(
         "tensors say device type 'cuda': the registry maps them to hip on ROCm builds of torch",
     ),
     priority_reason="first: ROCm answers torch.cuda.* and its tensors say 'cuda'",
+    triton_backend="hip",
+    compile_targets=COMPILE_TARGETS,
+    evidence=(
+        compiled_ahead_of_time(COMPILE_TARGETS),
+        "emulated: Triton interpreter with the cdna configuration; portable providers on CPU tensors",
+    ),
+    profiler_activity="CUDA",  # ROCm builds of torch record HIP kernels under this activity too
 )
-
-
-def register() -> None:
-    """Register this vendor through the public API (the composition root calls it)."""
-    register_device(DESCRIPTOR)

@@ -2,7 +2,7 @@
 
 from ...detect import Check, HostFacts, ProbeResult, visible_from_env
 from ...kernels.triton.config import LaunchConfig
-from ...registry import PORTABLE, TRITON, Capabilities, DeviceDescriptor, Intent, register_device
+from ...registry import PORTABLE, TRITON, Capabilities, DeviceDescriptor, Intent, TorchDeviceModule
 
 
 def probe(facts: HostFacts) -> ProbeResult:
@@ -29,7 +29,7 @@ DESCRIPTOR = DeviceDescriptor(
     probe=probe,
     dist_backend="mccl",
     capabilities=Capabilities(graph_capture=True, triton=True, record_stream=True, needs_device_guard=True),
-    runtime="spec_hal.devices.musa.runtime:RUNTIME",
+    runtime=TorchDeviceModule(extension="torch_musa"),
     families={"triton": TRITON_CONFIG},
     intents={
         "move_kv_cache": Intent(
@@ -42,9 +42,6 @@ DESCRIPTOR = DeviceDescriptor(
         "not certified on MUSA hardware: the Triton family runs there only as far as MUSA's Triton supports it; per-op exceptions are intents",
     ),
     priority_reason="before cuda: torch_musa/torchada make torch.cuda.* calls work on MUSA GPUs",
+    triton_backend="musa",
+    evidence=("emulated: Triton interpreter with the musa configuration; portable providers on CPU tensors",),
 )
-
-
-def register() -> None:
-    """Register this vendor through the public API (the composition root calls it)."""
-    register_device(DESCRIPTOR)

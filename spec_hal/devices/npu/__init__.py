@@ -3,7 +3,7 @@ libraries that import fails, and through torch's backend autoload so would ``imp
 (set ``TORCH_DEVICE_BACKEND_AUTOLOAD=0`` on such machines)."""
 
 from ...detect import Check, HostFacts, ProbeResult, visible_from_env
-from ...registry import PORTABLE, Capabilities, DeviceDescriptor, Intent, register_device
+from ...registry import PORTABLE, Capabilities, DeviceDescriptor, Intent, TorchDeviceModule
 
 
 def probe(facts: HostFacts) -> ProbeResult:
@@ -27,7 +27,7 @@ DESCRIPTOR = DeviceDescriptor(
     probe=probe,
     dist_backend="hccl",
     capabilities=Capabilities(graph_capture=True, triton=False, record_stream=True, needs_device_guard=True),
-    runtime="spec_hal.devices.npu.runtime:RUNTIME",
+    runtime=TorchDeviceModule(extension="torch_npu"),
     bindings="spec_hal.devices.npu.bindings:register",
     default_intent=Intent(
         PORTABLE,
@@ -41,9 +41,5 @@ DESCRIPTOR = DeviceDescriptor(
         "never install torch_npu where CANN is absent: torch's backend autoload then breaks import torch",
     ),
     priority_reason="own device type 'npu'; no overlap with the CUDA family",
+    evidence=("emulated: portable providers on CPU tensors",),
 )
-
-
-def register() -> None:
-    """Register this vendor through the public API (the composition root calls it)."""
-    register_device(DESCRIPTOR)

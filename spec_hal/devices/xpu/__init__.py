@@ -4,7 +4,7 @@ import torch
 
 from ...detect import Check, HostFacts, ProbeResult, visible_from_env
 from ...kernels.triton.config import LaunchConfig
-from ...registry import TRITON, Capabilities, DeviceDescriptor, Intent, register_device
+from ...registry import TRITON, Capabilities, DeviceDescriptor, Intent, TorchDeviceModule
 
 
 def _xpu_available() -> bool:
@@ -42,7 +42,7 @@ DESCRIPTOR = DeviceDescriptor(
     capabilities=Capabilities(
         graph_capture=hasattr(torch.xpu, "XPUGraph"), triton=True, record_stream=True, needs_device_guard=True
     ),
-    runtime="spec_hal.devices.xpu.runtime:RUNTIME",
+    runtime=TorchDeviceModule(),
     families={"triton": TRITON_CONFIG},
     default_intent=Intent(TRITON, "the shared Triton family"),
     priority_reason="own device type 'xpu'; no overlap with the CUDA family",
@@ -51,9 +51,7 @@ DESCRIPTOR = DeviceDescriptor(
         "graph capture only where the running torch has torch.xpu.XPUGraph",
         "intel-extension-for-pytorch is optional: it pins one torch version",
     ),
+    triton_backend="xpu",
+    evidence=("emulated: Triton interpreter with the xe configuration; portable providers on CPU tensors",),
+    profiler_activity="XPU",
 )
-
-
-def register() -> None:
-    """Register this vendor through the public API (the composition root calls it)."""
-    register_device(DESCRIPTOR)

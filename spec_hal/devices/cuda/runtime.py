@@ -1,3 +1,0 @@
-from .._runtime import TorchDeviceRuntime
-
-RUNTIME = TorchDeviceRuntime("cuda")
