@@ -431,6 +431,27 @@ def test_sweep_ops_are_the_launchers_walking_a_vendor_tile():
     assert sizes_of("chain_speculative_sampling")[:2] == [{"bs": 1}, {"bs": 512}]  # its bs 64 is a large size
 
 
+def test_without_triton_the_sweep_says_so(monkeypatch):
+    import builtins
+
+    from spec_hal.bench import sweep
+
+    real_import = builtins.__import__
+
+    def no_triton(name, *args, **kwargs):
+        if (
+            name.startswith("triton")
+            or "kernels.triton" in name
+            or (args[2:3] and "kernels.triton" in str(args))
+        ):
+            raise ModuleNotFoundError("No module named 'triton'", name="triton")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_triton)
+    with pytest.raises(SpecHalError, match="Triton is not installed"):
+        sweep.sweep_ops(None)
+
+
 def test_sweep_refuses_the_cpu():
     from spec_hal.bench import sweep
 

@@ -389,10 +389,6 @@ def test_bad_bench_options_are_usage_errors(argv, capsys):
     ("args", "message"),
     [
         (["--sweep", "--device", "cpu"], "--sweep times graph replays of Triton providers on an accelerator"),
-        (
-            ["--sweep", "--ops", "fill_bonus_tokens"],
-            "--sweep cannot time fill_bonus_tokens: it sweeps the copy-bound and vocabulary Triton ops",
-        ),
         (["--sweep-kib", "4"], "--sweep-kib, --sweep-warps and --sweep-row-programs choose the candidates"),
         (["--sweep-row-programs", "64"], "--sweep-row-programs choose the candidates of --sweep"),
         (["--sweep", "--plot", "x.png"], "--plot and --host-profile do not apply"),

@@ -125,9 +125,16 @@ def candidates(
 def tiles() -> dict[str, str]:
     """The ops a sweep times, in the Triton family's order, with the tile each walks in: the
     launchers whose kernels walk in a tile the vendor's configuration chooses (the copy tile of the
-    copy-bound ops, the vocabulary tile of the passes over a vocabulary row)."""
-    from ..kernels.triton.family import LAUNCHERS
-
+    copy-bound ops, the vocabulary tile of the passes over a vocabulary row). Without Triton there
+    is nothing to sweep: a :class:`SpecHalError` says so."""
+    try:
+        from ..kernels.triton.family import LAUNCHERS
+    except ImportError as exc:
+        if not (exc.name or "").startswith("triton"):
+            raise
+        raise SpecHalError(
+            f"--sweep times the Triton family's launchers; Triton is not installed ({exc})"
+        ) from None
     return {launcher.op: launcher.tile for launcher in LAUNCHERS if launcher.tile is not None}
 
 
@@ -188,7 +195,6 @@ def run(
     counts ``warps`` x ``programs`` row programs, by default :func:`tile_kib` / :func:`warp_counts` /
     :func:`row_programs`); ``emit`` receives each result line as it is measured. Returns one row per
     (op, configuration, size)."""
-    names = sweep_ops(ops)
     kib = tile_kib(None if kib is None else list(kib))
     warps = warp_counts(None if warps is None else list(warps))
     programs = row_programs(None if programs is None else list(programs))
@@ -198,6 +204,7 @@ def run(
         raise SpecHalError(
             f"--sweep times graph replays of Triton providers on an accelerator; {descriptor.name} is not one"
         )
+    names = sweep_ops(ops)  # after the device: the ops come from the Triton family, absent without Triton
     base = descriptor.families.get(TRITON)
     if base is None:
         raise SpecHalError(f"--sweep times the Triton family's launchers; {descriptor.name} does not bind it")
