@@ -12,9 +12,17 @@ from pathlib import Path
 import pytest
 
 import spec_hal
+from spec_hal.composition import builtin_descriptors
 
 PACKAGE = Path(spec_hal.__file__).parent
-VENDOR_CALL = re.compile(r"torch\.(cuda|npu|xpu|musa)\b|\.is_cuda\b|is_hip\(|is_npu\(|is_musa\(|is_xpu\(")
+#: A vendor's torch device module (``torch.<device type>``) or its ``is_<vendor>`` checks, for every
+#: built-in accelerator (read from the composition root: a new vendor is covered as it is added).
+_ACCELERATOR_TYPES = sorted({d.device_type for d in builtin_descriptors() if d.device_type != "cpu"})
+_ACCELERATOR_NAMES = sorted(d.name for d in builtin_descriptors() if d.device_type != "cpu")
+VENDOR_CALL = re.compile(
+    rf"torch\.({'|'.join(_ACCELERATOR_TYPES)})\b|\.is_({'|'.join(_ACCELERATOR_TYPES)})\b"
+    rf"|is_({'|'.join(_ACCELERATOR_NAMES)})\("
+)
 
 
 def python_files(root: Path):
