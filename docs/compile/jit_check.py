@@ -2,7 +2,7 @@
 Triton's JIT really compiles, and are the registers it reads from ptxas the driver's?
 
 Every family op runs through its public contract on the GPU at the bench's quick sizes (and
-``COVERAGE_SIZES``); then, per kernel, the JIT's cache keys are compared with the keys of the
+each launcher record's ``coverage_sizes``); then, per kernel, the JIT's cache keys are compared with the keys of the
 specialisations ``spec_hal.aot`` captures for the same sizes, and the registers of an ahead-of-time
 compile for the GPU's own target with the driver's ``n_regs`` of the kernels the JIT loaded. Run from a checkout: ``PYTHONPATH=. python docs/compile/jit_check.py``.
 """
@@ -27,8 +27,9 @@ def main() -> None:
     target = aot.parse_target(f"sm_{major}{minor}")
     print("torch", torch.__version__, "triton", triton.__version__, torch.cuda.get_device_name(), target.name)
     found = builders()
-    for name in LAUNCHERS:
-        for sizes in [*sizes_for(name, found[name], "quick"), *aot.COVERAGE_SIZES.get(name, [])]:
+    for launcher in LAUNCHERS:
+        name = launcher.op
+        for sizes in [*sizes_for(name, found[name], "quick"), *map(dict, launcher.coverage_sizes)]:
             getattr(ops, name)(**found[name](torch.device("cuda"), **sizes))
     torch.cuda.synchronize()
 
