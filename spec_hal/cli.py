@@ -184,7 +184,7 @@ def _print_info(data: dict[str, Any]) -> None:
             print(f"  {'':<{width}}    declines: {row['declines']}")
     print("\nplugins:")
     if not config.plugins_enabled():
-        print(f"  disabled by {config.ENV_PLUGINS}=0 (none is imported)")
+        print(f"  disabled by {config.as_set(config.ENV_PLUGINS)} (none is imported)")
     elif not data["plugins"]:
         print("  none found (entry-point group spec_hal.devices)")
     for plugin in data["plugins"]:

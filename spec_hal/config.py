@@ -39,6 +39,11 @@ def _flag(name: str) -> bool:
     )
 
 
+def as_set(name: str) -> str:
+    """``NAME=value`` as the environment sets it (messages quote the user's own spelling)."""
+    return f"{name}={os.environ.get(name, '').strip()}"
+
+
 def check_booleans() -> None:
     """Read every boolean variable now: a command refuses a bad value before it runs."""
     for name in BOOLEAN_VARIABLES:

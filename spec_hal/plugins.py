@@ -75,7 +75,9 @@ def load_plugins() -> None:
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         if not enabled:  # listed, never imported: info says what is switched off
             _reports.append(
-                PluginReport(ep.name, ep.value, "skipped", f"{config.ENV_PLUGINS}=0 disables plugins")
+                PluginReport(
+                    ep.name, ep.value, "skipped", f"{config.as_set(config.ENV_PLUGINS)} disables plugins"
+                )
             )
             continue
         if wanted is not None and ep.name.lower() != wanted:

@@ -103,14 +103,17 @@ def test_device_override_filters_plugins_before_import(plugin_site):
     assert done.stdout.strip() == "['skipped', 'skipped', 'skipped'] False"
 
 
-def test_info_says_plugins_are_disabled_and_lists_them_unimported(plugin_site):
+@pytest.mark.parametrize("setting", ["0", "off"])
+def test_info_says_plugins_are_disabled_and_lists_them_unimported(plugin_site, setting):
     code = "import sys, spec_hal.cli as c; c.main(['info']); print('oot_vendor' in sys.modules)"
-    done = run_python(plugin_site, code, SPEC_HAL_PLUGINS="0")
+    done = run_python(plugin_site, code, SPEC_HAL_PLUGINS=setting)
     assert done.returncode == 0, done.stderr
     plugins = done.stdout.split("\nplugins:\n")[1].split("\n\n")[0].splitlines()
-    assert plugins[0] == "  disabled by SPEC_HAL_PLUGINS=0 (none is imported)"
+    assert (
+        plugins[0] == f"  disabled by SPEC_HAL_PLUGINS={setting} (none is imported)"
+    )  # as the user spelt it
     assert len(plugins) == 4 and all(
-        "skipped - SPEC_HAL_PLUGINS=0 disables plugins" in p for p in plugins[1:]
+        f"skipped - SPEC_HAL_PLUGINS={setting} disables plugins" in p for p in plugins[1:]
     )
     assert done.stdout.split()[-1] == "False"
 
