@@ -50,7 +50,9 @@ def _binding_rows(descriptor: registry.DeviceDescriptor) -> list[dict[str, Any]]
         try:
             choice = registry.choose(name, descriptor, None)
         except SpecHalError as exc:
-            row.update(provider=None, intended=None, reason=str(exc), fallback=None, skipped=[])
+            row.update(
+                provider=None, intended=None, reason=str(exc), fallback=None, skipped=[], declines=None
+            )
         else:
             row.update(
                 provider=choice.impl.provider,

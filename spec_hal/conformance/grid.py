@@ -8,7 +8,6 @@ STEPS = (1, 2, 3, 4, 5)
 PAGE_SIZES = (1, 4, 16)
 INDEX_DTYPES = (torch.int32, torch.int64)
 
-#: Sentinels used to poison outputs before a call.
 #: The bench's large sizes of a pass over vocabulary rows: batches at a 128k vocabulary (32k is the
 #: typical size).
 LARGE_VOCABULARY_SIZES = tuple({"bs": b, "vocab": 131072} for b in (64, 512))
@@ -17,5 +16,6 @@ LARGE_VOCABULARY_SIZES = tuple({"bs": b, "vocab": 131072} for b in (64, 512))
 #: far outgrowing L2.
 FULL_DEVICE_BENCH_BATCH = 1024
 
+#: Sentinels used to poison outputs before a call.
 POISON_INT = -7
 POISON_FLOAT = float("nan")

@@ -23,6 +23,7 @@ from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from .. import ops, registry, runtime
+from ..errors import BindingError
 from ..opdef import OpDef
 from .loop import Request, SpecDecoder
 
@@ -71,7 +72,10 @@ def device_activity(device: torch.device) -> ProfilerActivity | None:
     or None (host only)."""
     if device.type == "cpu":  # no device clock, also while a test emulates a vendor on the CPU
         return None
-    name = registry.vendor_for(device.type).profiler_activity
+    try:
+        name = registry.vendor_for(device.type).profiler_activity
+    except BindingError:  # a device type no vendor serves (meta, mps): the host's clock only
+        return None
     return getattr(ProfilerActivity, name, None) if name else None
 
 

@@ -55,8 +55,11 @@ class State:
         #: Vendors whose families or ``bindings`` raised when last loaded: name -> what raised.
         self.binding_failures: dict[str, str] = {}
         self.unavailable: dict[tuple[str, str], str] = {}
-        #: Intents stated when a vendor's families and bindings are bound: (vendor, op) -> intent.
-        self.bound_intents: dict[tuple[str, str], Intent] = {}
+        #: Intents a kernel family bound for a vendor states: (vendor, op) -> intent.
+        self.family_intents: dict[tuple[str, str], Intent] = {}
+        #: Intents stated with a provider's registration (``register_impl(..., intended=)``); they
+        #: rank above a family's, whenever either is stated.
+        self.provider_intents: dict[tuple[str, str], Intent] = {}
         #: Providers forced by :func:`spec_hal.testing.use_provider` (op -> provider).
         self.forced: dict[str, str] = {}
         self.generation = 0
@@ -182,7 +185,7 @@ def register_impl(
         impls.sort(key=lambda i: -i.priority)
         STATE.impls[op] = impls
         if intended is not None:
-            STATE.bound_intents[(vendor, op)] = Intent(provider, intended)
+            STATE.provider_intents[(vendor, op)] = Intent(provider, intended)
         invalidate_locked(registry_changed=True)
 
 
@@ -198,15 +201,19 @@ def declare_intent(vendor: str, op: str, intent: Intent) -> None:
     """What a kernel family bound for ``vendor`` intends for ``op`` (a descriptor's own ``intents``
     entry still wins): family binders call this for the ops they serve or leave to another provider."""
     with STATE.lock:
-        STATE.bound_intents[(vendor, op)] = intent
+        STATE.family_intents[(vendor, op)] = intent
         invalidate_locked(registry_changed=True)
 
 
 def intent_of(descriptor: DeviceDescriptor, op: str) -> Intent:
+    """The provider ``descriptor``'s vendor intends for ``op``: its own ``intents`` entry, else one
+    stated with a provider's registration (``intended=``), else its bound family's, else its
+    ``default_intent``."""
     stated = descriptor.intents.get(op)
     if stated is not None:
         return stated
-    return STATE.bound_intents.get((descriptor.name, op), descriptor.default_intent)
+    key = (descriptor.name, op)
+    return STATE.provider_intents.get(key) or STATE.family_intents.get(key, descriptor.default_intent)
 
 
 def register_op(op: BindableOp) -> None:

@@ -73,3 +73,29 @@ def test_only_a_vendor_with_a_vocabulary_tile_intends_the_walks_that_want_one():
         assert {registry.intent_of(descriptor, op).provider for op in walks} == {expected}, vendor
     assert intended["cuda"] == "triton"
     assert intended["hip"] == "portable"  # the cdna configuration has no vocabulary tile of its own
+
+
+def test_an_intent_stated_with_a_registration_outranks_the_family_bound_later():
+    """A plugin registering its provider with ``intended=`` before its vendor binds the Triton family
+    keeps that intent: the family's own (portable for an op it has no kernel for) ranks below."""
+    import dataclasses
+
+    from spec_hal import ops
+    from spec_hal.kernels.triton.config import INTERPRETER
+    from spec_hal.testing import isolated_registry
+
+    def own_select(*args):
+        raise AssertionError("not called")
+
+    with isolated_registry():
+        descriptor = dataclasses.replace(
+            registry.device("xpu"), name="later_bound", families={"triton": INTERPRETER}
+        )
+        registry.register_device(descriptor)
+        ops.select_top_k_tokens.register_impl(
+            "later_bound", "own", own_select, intended="the vendor's own gather"
+        )
+        registry.REGISTRY.load_bindings(descriptor)  # binds the family, which leaves the op to torch
+        intent = registry.intent_of(descriptor, "select_top_k_tokens")
+        assert (intent.provider, intent.reason) == ("own", "the vendor's own gather")
+        assert registry.intent_of(descriptor, "organize_draft_results").provider == "portable"

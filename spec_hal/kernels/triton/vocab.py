@@ -48,12 +48,11 @@ _MAX_TOP = 64
 def _declines_past_max_top(variant: tuple[Any, ...] | None) -> str | None:
     """More than 64 entries a row (the kernel's register set): served by the next provider.
 
-    The launchers' ``supports``: the variant ends with the entries asked a row (``fast_topk``'s
-    ``(k,)``, ``fast_sample``'s ``(seeds, num_samples)``); None (no call's variant: ``spec-hal
-    info``) is served."""
-    if variant is None or variant[-1] <= _MAX_TOP:
+    The launchers' ``supports``: the variant is the entries asked a row (``fast_topk``'s ``(k,)``,
+    ``fast_sample``'s ``(num_samples,)``); None (no call's variant: ``spec-hal info``) is served."""
+    if variant is None or variant[0] <= _MAX_TOP:
         return None
-    count = variant[-1]
+    (count,) = variant
     return f"the kernel keeps at most {_MAX_TOP} best entries a row in registers; {count} asked"
 
 

@@ -115,7 +115,7 @@ def _fast_sample_reference(
     _fast_sample_reference,
     mutates=("out_probs", "out_indices"),
     op_class="bandwidth",
-    variant=("seeds", "num_samples"),
+    variant=("num_samples",),
 )
 def fast_sample(
     probs: Tensor,
