@@ -76,15 +76,26 @@ def op_names() -> set[str]:
     return set(spec_hal.registry.ops())
 
 
-def _module_level_functions(tree: ast.Module) -> set[str]:
-    """Names a module binds to functions: its own ``def``s and whatever it imports."""
-    names = set()
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            names.add(node.name)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
-    return names
+def _module_statements(body: list[ast.stmt]):
+    """The statements that run when a module is imported: its body, and the bodies of its ``if``,
+    ``try``, ``with`` and ``class`` blocks (function bodies run later, on a call)."""
+    for statement in body:
+        yield statement
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for field in ("body", "orelse", "finalbody"):
+            yield from _module_statements(getattr(statement, field, []))
+        for handler in getattr(statement, "handlers", []):
+            yield from _module_statements(handler.body)
+
+
+def _defined_functions(tree: ast.Module) -> set[str]:
+    """The functions a module defines itself (``def``): the values a registration table may hold."""
+    return {
+        n.name
+        for n in _module_statements(tree.body)
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
 
 
 def _is_descriptor_intents(node: ast.AST) -> bool:
@@ -103,15 +114,27 @@ def _op_strings(nodes, names: set[str]) -> list[str]:
 def op_keyed_tables(source: str, names: set[str]) -> list[str]:
     """Module-level tables that hold a fact per op by op name: dicts keyed by op names (literal,
     ``dict.fromkeys`` or a comprehension over op names) and tuples, lists or sets of op names. A
-    registration table, whose every value is a function the module defines or imports (an op's
-    conformance builder, a naive loop), holds no fact and passes; so does ``__all__``."""
+    registration table, whose every value is a function the module defines (an op's conformance
+    builder, a naive loop), holds no fact and passes; so does ``__all__``. Module level includes the
+    blocks of ``if``, ``try``, ``with`` and ``class`` statements; ``dict(op_name=...)`` and
+    ``TABLE["op_name"] = ...`` count too."""
     tree = ast.parse(source)
-    functions = _module_level_functions(tree)
+    functions = _defined_functions(tree)
     found = []
-    for statement in tree.body:
+    for statement in _module_statements(tree.body):
         if not isinstance(statement, (ast.Assign, ast.AnnAssign)) or statement.value is None:
             continue
         targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+        keyed_target = [
+            t.slice.value
+            for t in targets
+            if isinstance(t, ast.Subscript) and isinstance(t.slice, ast.Constant) and t.slice.value in names
+        ]
+        if keyed_target:
+            found.append(
+                f"line {statement.lineno}: {getattr(targets[0].value, 'id', '?')} ({keyed_target[0]})"
+            )
+            continue
         if any(isinstance(t, (ast.Tuple, ast.List)) for t in targets):
             continue  # names unpacked one by one (short aliases of op names), not a table
         label = ", ".join(getattr(t, "id", "?") for t in targets)
@@ -132,6 +155,8 @@ def op_keyed_tables(source: str, names: set[str]) -> list[str]:
                     keyed = []
             elif isinstance(node, (ast.Tuple, ast.List, ast.Set)):
                 keyed = _op_strings(node.elts, names)
+            elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "dict":
+                keyed = [k.arg for k in node.keywords if k.arg in names]
             if keyed:
                 found.append(
                     f"line {statement.lineno}: {label} ({', '.join(keyed[:3])}{', ...' if len(keyed) > 3 else ''})"
@@ -157,18 +182,28 @@ def test_no_table_keyed_by_op_names_outside_the_registry():
 def test_the_op_table_rule_catches_planted_tables():
     names = {"fast_topk", "move_kv_cache"}
     planted = """
-from .x import build_move_kv_cache
 SIZES = {"fast_topk": [1], "other": []}
 WALKS = ("fast_topk",)
 REASONS = dict.fromkeys(["move_kv_cache"], "why")
 BY_COMPREHENSION = {op: 1 for op in ("fast_topk", "move_kv_cache")}
 def build_fast_topk(device): ...
+def build_move_kv_cache(device): ...
 BUILDERS = {"fast_topk": build_fast_topk, "move_kv_cache": build_move_kv_cache}
 NOT_OPS = {"bs": 1}
 __all__ = ["fast_topk"]
 DESCRIPTOR = DeviceDescriptor(name="v", intents={"fast_topk": Intent("portable", "why")})
 NESTED = DeviceDescriptor(name="v", notes=("fast_topk",))
 A1, A2 = "fast_topk", "move_kv_cache"
+from .reasons import WHY
+IMPORTED_VALUES = {"fast_topk": WHY}
+if True:
+    IN_A_BLOCK = {"fast_topk": 1}
+class Holder:
+    IN_A_CLASS = ("move_kv_cache",)
+BY_KEYWORD = dict(fast_topk=4)
+SIZES["move_kv_cache"] = [2]
+def later():
+    LOCAL = {"fast_topk": 1}  # runs on a call: not a module table
 """
     found = op_keyed_tables(planted, names)
     assert [entry.split(":")[1].split("(")[0].strip() for entry in found] == [
@@ -177,6 +212,11 @@ A1, A2 = "fast_topk", "move_kv_cache"
         "REASONS",
         "BY_COMPREHENSION",
         "NESTED",
+        "IMPORTED_VALUES",
+        "IN_A_BLOCK",
+        "IN_A_CLASS",
+        "BY_KEYWORD",
+        "SIZES",
     ]
 
 
@@ -388,9 +428,10 @@ def vendor_literals(source: str, vendors: set[str]) -> list[tuple[int, str]]:
         (node.lineno, node.value)
         for node in ast.walk(tree)
         if isinstance(node, ast.Constant)
-        and node.value in vendors
+        and isinstance(node.value, str)
+        and node.value.split(":")[0] in vendors  # "cuda:0" names the vendor too
         and id(node) not in backends
-        and not (node.value == HOST_DEVICE_TYPE and id(node) in device_types)
+        and not (node.value.split(":")[0] == HOST_DEVICE_TYPE and id(node) in device_types)
     )
 
 
@@ -416,6 +457,30 @@ def test_the_vendor_rule_catches_a_planted_vendor_name():
             'on_host = device.type == "cpu" or descriptor.device_type in ("cpu", "meta")',  # torch's type
             'where = torch.device("cpu")',
             'mask = torch.zeros(4, device="cpu")',
+            'first = torch.device("cuda:0")',  # a vendor's device, by index
         ]
     )
-    assert vendor_literals(planted, {"cuda", "hip", "cpu"}) == [(1, "cuda"), (2, "cpu"), (3, "cuda")]
+    assert vendor_literals(planted, {"cuda", "hip", "cpu"}) == [
+        (1, "cuda"),
+        (2, "cpu"),
+        (3, "cuda"),
+        (9, "cuda:0"),
+    ]
+
+
+def vendor_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Imports of a vendor package by the modules that serve every vendor (they read descriptors)."""
+    neutral = [f"spec_hal.{name.removesuffix('.py').replace('/', '.')}" for name in VENDOR_NEUTRAL]
+    return sorted(
+        f"{module} imports {target}"
+        for module, targets in graph.items()
+        if any(module == n or module.startswith(n + ".") for n in neutral)
+        for target in targets
+        if vendor_of(target)
+    )
+
+
+def test_the_modules_that_serve_every_vendor_import_no_vendor_package(graph):
+    assert vendor_imports(graph) == []
+    planted = {"spec_hal.bench.sweep": {"spec_hal.devices.cuda", "spec_hal.registry"}}
+    assert vendor_imports(planted) == ["spec_hal.bench.sweep imports spec_hal.devices.cuda"]
