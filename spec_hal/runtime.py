@@ -14,7 +14,7 @@ import contextlib
 import functools
 import importlib
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -92,8 +92,8 @@ class TorchDeviceRuntime:
         return int(self.module.device_count())
 
     def is_capturing(self, device: torch.device) -> bool:
-        capturing = getattr(self.module, "is_current_stream_capturing", None)
-        return bool(capturing()) if capturing is not None else False
+        query = self.capture_query(device)
+        return bool(query()) if query is not None else False
 
     def capture_query(self, device: torch.device) -> Callable[[], bool] | None:
         """:meth:`is_capturing` as the device module's own call (None: the module never captures),
@@ -146,6 +146,8 @@ class TorchDeviceRuntime:
         return str(self.module.get_device_name(device))
 
 
+T = TypeVar("T")
+
 #: Each device's runtime and the registry generation it was found under. A device's ``type`` is a
 #: string built on every read, slower than the dict lookup by device that replaces it here.
 _RUNTIME_OF_DEVICE: dict[torch.device, tuple[int, registry.Runtime]] = {}
@@ -157,20 +159,27 @@ def _runtime_of_type(kind: str) -> registry.Runtime:
     return HOST_RUNTIME if kind in _HOST_TYPES else registry.runtime_of(registry.vendor_for(kind))
 
 
+def remembered(
+    cache: dict[torch.device, tuple[int, T]], device: torch.device, find: Callable[[torch.device], T]
+) -> T:
+    """``find(device)``, filed in ``cache`` under the registry generation read before finding (a
+    registry change meanwhile makes the next call find it again): the slow path of a per-device
+    cache whose callers read ``cache[device]`` while its generation is the registry's."""
+    generation = registry.STATE.generation
+    value = find(device)
+    if len(cache) >= _MAX_REMEMBERED_DEVICES:
+        cache.clear()
+    cache[device] = (generation, value)
+    return value
+
+
 def _runtime(device: torch.device) -> registry.Runtime:
     if is_compiling():  # a traced read of the map would guard on it: every registry change recompiles
         return _runtime_of_type(device.type)
-    generation = registry.STATE.generation
     found = _RUNTIME_OF_DEVICE.get(device)
-    if found is not None and found[0] == generation:
+    if found is not None and found[0] == registry.STATE.generation:
         return found[1]
-    runtime = _runtime_of_type(device.type)
-    if len(_RUNTIME_OF_DEVICE) >= _MAX_REMEMBERED_DEVICES:
-        _RUNTIME_OF_DEVICE.clear()
-    # Filed under the generation read before resolving: a registry change meanwhile makes the next
-    # call resolve again.
-    _RUNTIME_OF_DEVICE[device] = (generation, runtime)
-    return runtime
+    return remembered(_RUNTIME_OF_DEVICE, device, lambda dev: _runtime_of_type(dev.type))
 
 
 def _as_device(device: torch.device | str | None) -> torch.device:

@@ -361,20 +361,11 @@ def is_capturing(device: torch.device) -> bool:
     if is_compiling():  # a traced read of the map would guard on it: every registry change recompiles
         return runtime.is_capturing(device)
     found = _CAPTURE_QUERY_OF_DEVICE.get(device)
-    if found is None or found[0] != registry.STATE.generation:
-        found = _find_capture_query(device)
-    query = found[1]
+    if found is not None and found[0] == registry.STATE.generation:
+        query = found[1]
+    else:
+        query = runtime.remembered(_CAPTURE_QUERY_OF_DEVICE, device, runtime.capture_query)
     return query is not None and query()
-
-
-def _find_capture_query(device: torch.device) -> tuple[int, Callable[[], bool] | None]:
-    # Filed under the generation read before finding: a registry change meanwhile makes the next
-    # call find it again.
-    found = registry.STATE.generation, runtime.capture_query(device)
-    if len(_CAPTURE_QUERY_OF_DEVICE) >= _MAX_REMEMBERED_DEVICES:
-        _CAPTURE_QUERY_OF_DEVICE.clear()
-    _CAPTURE_QUERY_OF_DEVICE[device] = found
-    return found
 
 
 def _refuse_capture(device: torch.device) -> None:
