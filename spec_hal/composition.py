@@ -67,13 +67,14 @@ def bind_triton_family(vendor: str, config: object) -> None:
     launch_config = family.launch_config(vendor_config)
     for launcher in family.LAUNCHERS:
         register_launcher(vendor, launcher, launch_config)
-        if not launcher.wants_vocabulary_tile:
-            continue
-        if family.intends(launcher, vendor_config):
-            intent = Intent(TRITON, f"the shared Triton family, with {vendor_config.name}'s vocabulary tile")
-        else:
-            intent = Intent(PORTABLE, family.COPY_TILE_LOSES)
-        registry.declare_intent(vendor, launcher.op, intent)
+        if launcher.wants_vocabulary_tile:
+            if vendor_config.vocab_block_bytes:  # a vocabulary tile of the vendor's own
+                intent = Intent(
+                    TRITON, f"the shared Triton family, with {vendor_config.name}'s vocabulary tile"
+                )
+            else:
+                intent = Intent(PORTABLE, family.COPY_TILE_LOSES)
+            registry.declare_intent(vendor, launcher.op, intent)
     covered = {launcher.op for launcher in family.LAUNCHERS}
     for name, op in registry.ops().items():
         if name not in covered:

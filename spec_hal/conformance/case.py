@@ -125,8 +125,9 @@ def benched(
     return mark
 
 
-def bench_facts_of(builder: Callable[..., Any]) -> Benched:
-    """What the bench reads of ``builder`` (nothing beyond its inputs where it was not decorated)."""
+def bench_facts_of(builder: Callable[..., Any] | None) -> Benched:
+    """What the bench reads of ``builder`` (nothing beyond its inputs where it was not decorated, or
+    where there is no builder)."""
     facts: Benched = getattr(builder, "benched", _TYPICAL_SIZES_ONLY)
     return facts
 

@@ -40,11 +40,6 @@ def launcher_of(op: str) -> Launcher | None:
     return next((launcher for launcher in LAUNCHERS if launcher.op == op), None)
 
 
-def intends(launcher: Launcher, vendor_config: LaunchConfig) -> bool:
-    """Whether a vendor with ``vendor_config`` intends ``launcher`` (else torch serves the op)."""
-    return not launcher.wants_vocabulary_tile or bool(vendor_config.vocab_block_bytes)
-
-
 def interpreted() -> bool:
     """Kernels run on CPU tensors through Triton's interpreter (emulated runs, CI)."""
     return os.environ.get("TRITON_INTERPRET") == "1"
