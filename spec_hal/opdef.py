@@ -8,14 +8,15 @@ signature: every output passed in as a tensor, scalars validated, returns None) 
         ...  # portable torch, writes out
 
     @define_op(_assign_extend_cache_locs_reference, mutates=("out",), op_class="latency")
-    def assign_extend_cache_locs(req_pool_indices, req_to_token, start, end, out):
+    def assign_extend_cache_locs(op, req_pool_indices, req_to_token, start, end, out):
         \"\"\"The contract.\"\"\"
         ...  # checks that name the argument
-        assign_extend_cache_locs.dispatch(device, req_pool_indices, req_to_token, start, end, out)
+        op.dispatch(device, req_pool_indices, req_to_token, start, end, out)
         return out
 
-``spec_hal.ops.assign_extend_cache_locs`` is then the :class:`OpDef`: calling it runs the contract;
-it carries ``.reference``, ``.register_impl``, ``.mutates``, ``.op_class``, ``.variant`` (the
+``spec_hal.ops.assign_extend_cache_locs`` is then the :class:`OpDef`: calling it runs the contract,
+which is the op class's ``__call__`` (its first parameter, ``op``, is the op object; callers and
+``inspect.signature`` see the parameters after it). It carries ``.reference``, ``.register_impl``, ``.mutates``, ``.op_class``, ``.variant`` (the
 argument names a provider may specialise on) and ``.bytes_moved(...)``.
 
 ``dispatch`` is the hot path: one dict lookup keyed by (tensor device, variant) and a direct call
@@ -72,6 +73,12 @@ def _variant_part(value: object) -> Hashable:
     return value  # type: ignore[return-value]
 
 
+def _takes_the_op(contract: Callable[..., Any]) -> bool:
+    """Whether ``contract``'s first parameter is the op object (named ``op``, by position)."""
+    first = next(iter(inspect.signature(contract).parameters.values()), None)
+    return first is not None and first.name == "op" and first.kind is first.POSITIONAL_OR_KEYWORD
+
+
 def _positional_names(fn: Callable[..., Any]) -> tuple[list[str], bool]:
     """The positional parameter names of ``fn`` and whether it takes ``*args``."""
     names, var_args = [], False
@@ -107,7 +114,10 @@ class OpDef:
         #: Why the portable reference serves the op where a kernel family has no kernel for it
         #: (shown by ``spec-hal info`` as the vendor's intent); None: the family's own words.
         self.portable_reason = portable_reason
-        self.__signature__ = inspect.signature(contract)
+        signature = inspect.signature(contract)
+        if _takes_the_op(contract):  # the public signature: the parameters after ``op``
+            signature = signature.replace(parameters=tuple(signature.parameters.values())[1:])
+        self.__signature__ = signature
         self.__wrapped__ = contract
         params, _ = _positional_names(reference)
         for name in (*self.mutates, *variant):
@@ -131,9 +141,9 @@ class OpDef:
     # -- the hot path -------------------------------------------------------------------------------
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        # A method, not the contract itself as the op class's staticmethod __call__ (which would
-        # spare this frame): torch.compile traces a call of an object only through a __call__
-        # function taking the object.
+        # Only for a contract that does not take the op first: :func:`define_op` makes a contract
+        # that does the op class's own __call__, which spares this frame (torch.compile traces a
+        # call of an object through a __call__ function taking the object, so a staticmethod would not do).
         return self.contract(*args, **kwargs)
 
     def dispatch(self, device: torch.device, *args: Any) -> None:
@@ -302,6 +312,10 @@ def define_op(
 ) -> Callable[[Callable[..., Any]], OpDef]:
     """Decorate an op's public contract: the result is the op object, named after the contract.
 
+    The contract takes the op object first, as ``op`` (``def my_op(op, x, out=None)``), and ends in
+    ``op.dispatch(device, *provider_args)``; callers pass the parameters after ``op``. A contract
+    without that parameter still works, called through one more frame.
+
     ``reference`` is the portable torch implementation in the provider convention. ``mutates``
     names every argument it writes (``Tensor(a!)`` in the ``torch.library`` schema). ``variant``
     names the reference's arguments a provider may specialise on (a tensor counts by its dtype, a
@@ -313,16 +327,15 @@ def define_op(
 
     def wrap(contract: Callable[..., Any]) -> OpDef:
         # Each op gets its own class, named after it and documented by its contract, so that
-        # help() and type() say what the op is.
-        op_type = type(
-            contract.__name__,
-            (OpDef,),
-            {
-                "__doc__": contract.__doc__,
-                "__module__": contract.__module__,
-                "__qualname__": contract.__qualname__,
-            },
-        )
+        # help() and type() say what the op is; a contract taking the op first is its __call__.
+        namespace: dict[str, Any] = {
+            "__doc__": contract.__doc__,
+            "__module__": contract.__module__,
+            "__qualname__": contract.__qualname__,
+        }
+        if _takes_the_op(contract):
+            namespace["__call__"] = contract
+        op_type = type(contract.__name__, (OpDef,), namespace)
         return op_type(
             contract,
             reference,

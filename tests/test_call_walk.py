@@ -1,5 +1,5 @@
 """A warm public call on the CPU's portable path passes few of spec_hal's files: the op's contract
-module, ``validation``, ``opdef`` (the call and ``dispatch``) and the reference. The Triton family's
+module, ``validation``, ``opdef`` (``dispatch`` alone) and the reference. The Triton family's
 walk is in ``tests/triton_family/test_launch_walk.py``."""
 
 from __future__ import annotations
@@ -20,6 +20,5 @@ def test_a_warm_latency_call_that_allocates_passes_at_most_five_files():
     # The capture check before allocating asks the device's query kept by validation: nothing of
     # spec_hal.runtime, a vendor's runtime or the registry on a warm call.
     assert not [file for file in files(stops) if file.startswith(("runtime.py", "devices/", "registry/"))]
-    # opdef is entered by the call (torch.compile traces the op through its __call__) and by the
-    # contract's dispatch, nowhere else.
-    assert entered(stops, "opdef.py") == ["__call__", "dispatch"]
+    # The contract is the op's call: opdef is entered once, by the contract's dispatch.
+    assert entered(stops, "opdef.py") == ["dispatch"]

@@ -23,10 +23,10 @@ def _scale_reference(src: Tensor, factor: int, out: Tensor) -> None:
 
 
 @define_op(_scale_reference, mutates=("out",), op_class="latency", variant=("src", "factor"))
-def _test_opdef_scale(src: Tensor, factor: int, out: Tensor | None = None) -> Tensor:
+def _test_opdef_scale(op: OpDef, src: Tensor, factor: int, out: Tensor | None = None) -> Tensor:
     """Multiply ``src`` by ``factor``."""
     out = torch.empty_like(src) if out is None else out
-    _test_opdef_scale.dispatch(src.device, src, factor, out)
+    op.dispatch(src.device, src, factor, out)
     return out
 
 
@@ -39,7 +39,11 @@ def test_every_public_device_op_is_an_op_object_with_its_reference():
     for name in device_ops:
         op = getattr(ops, name)
         assert op.name == name and op.__doc__ and callable(op.reference)
-        assert inspect.signature(op) == inspect.signature(op.contract)  # help() shows the contract
+        # The contract takes the op first and is the op's call; help() shows the parameters after it.
+        assert type(op).__call__ is op.contract
+        contract_params = list(inspect.signature(op.contract).parameters.values())
+        assert contract_params[0].name == "op"
+        assert list(inspect.signature(op).parameters.values()) == contract_params[1:]
         assert set(op.mutates) <= set(inspect.signature(op.reference).parameters)
 
 
@@ -47,6 +51,18 @@ def test_calling_the_op_runs_the_contract_and_the_bound_provider():
     src = torch.arange(4.0)
     assert torch.equal(scale(src, 3), src * 3)
     assert scale.__doc__ == "Multiply ``src`` by ``factor``."
+
+
+def test_a_contract_without_the_op_parameter_is_called_through_the_op():
+    @define_op(_scale_reference, mutates=("out",), op_class="latency")
+    def _test_opdef_scale_plain(src: Tensor, factor: int, out: Tensor | None = None) -> Tensor:
+        out = torch.empty_like(src) if out is None else out
+        _test_opdef_scale_plain.dispatch(src.device, src, factor, out)
+        return out
+
+    assert type(_test_opdef_scale_plain).__call__ is OpDef.__call__
+    assert list(inspect.signature(_test_opdef_scale_plain).parameters) == ["src", "factor", "out"]
+    assert torch.equal(_test_opdef_scale_plain(torch.arange(3.0), 2), torch.arange(3.0) * 2)
 
 
 def test_variant_is_declared_by_argument_names():

@@ -14,7 +14,7 @@ from torch import Tensor
 import spec_hal
 from spec_hal import registry
 from spec_hal.errors import BindingError, FallbackError
-from spec_hal.opdef import define_op
+from spec_hal.opdef import OpDef, define_op
 from spec_hal.registry import Capabilities, DeviceDescriptor, Intent
 from spec_hal.testing import emulate, isolated_registry, use_provider
 
@@ -24,8 +24,8 @@ def _fill_reference(src: Tensor, out: Tensor) -> None:
 
 
 @define_op(_fill_reference, mutates=("out",), op_class="latency", variant=("src",))
-def _test_registry_fill(src: Tensor, out: Tensor) -> Tensor:
-    _test_registry_fill.dispatch(src.device, src, out)
+def _test_registry_fill(op: OpDef, src: Tensor, out: Tensor) -> Tensor:
+    op.dispatch(src.device, src, out)
     return out
 
 

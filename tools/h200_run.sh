@@ -9,9 +9,11 @@
 # Stages: GPU_TESTS_TIMEOUT, CHECK_TIMEOUT, BENCH_TIMEOUT, SWEEP_TIMEOUT and DEMO_TIMEOUT bound the GPU
 # tests, the conformance suite, the bench, the launch-configuration sweep (off unless set) and the
 # demo (seconds); 0 skips that stage. AB_BASE (a folder holding another checkout) adds a same-run
-# A/B of the bench on AB_OPS, bounded per side by AB_TIMEOUT. CHECK_OPS (comma-separated op names) narrows the conformance
-# suite. A full-size bench takes longer than fits beside the conformance suite in one call: run them
-# in two calls (CHECK_TIMEOUT=0 BENCH_TIMEOUT=540 for the bench).
+# A/B of the bench on AB_OPS at AB_SIZES (default full), bounded per side by AB_TIMEOUT. CHECK_OPS
+# (comma-separated op names) narrows the conformance suite; CHECK_BASE (another carried checkout)
+# runs that checkout's conformance suite beside this one's, in parallel (correctness only: nothing
+# is timed while they run). A full-size bench takes longer than fits beside the conformance suite in
+# one call: run them in two calls (CHECK_TIMEOUT=0 BENCH_TIMEOUT=540 for the bench).
 #
 # SPEC_HAL_COMMIT names the commit measured in every report. The copy on the device machine has no
 # .git, so pass it in: SPEC_HAL_COMMIT=$(git rev-parse --short HEAD) bash tools/h200_run.sh
@@ -46,8 +48,17 @@ python3 -m spec_hal info > "$OUT/info.txt" 2>&1; tail -n +1 "$OUT/info.txt" | he
 
 if [ "${CHECK_TIMEOUT:-300}" != 0 ]; then
     step conformance
-    timeout "${CHECK_TIMEOUT:-300}" python3 -m spec_hal check --device cuda --report "$OUT/conformance-cuda.json" \
-        ${CHECK_OPS:+--ops "$CHECK_OPS"} --inductor-ops assign_extend_cache_locs,move_kv_cache,verify_tree_greedy,draft_topk1_postprocess,generate_simulated_accept_index,verify_commit_step_indices,commit_mamba_states_after_verify 2>&1 | tee "$OUT/check.log" | tail -60
+    check() {  # check ROOT NAME: the conformance suite of the checkout at ROOT, reported as NAME
+        PYTHONPATH=$1 timeout "${CHECK_TIMEOUT:-300}" python3 -m spec_hal check --device cuda --report "$OUT/$2.json" \
+            ${CHECK_OPS:+--ops "$CHECK_OPS"} --inductor-ops assign_extend_cache_locs,move_kv_cache,verify_tree_greedy,draft_topk1_postprocess,generate_simulated_accept_index,verify_commit_step_indices,commit_mamba_states_after_verify > "$OUT/$2.log" 2>&1
+    }
+    if [ -n "${CHECK_BASE:-}" ]; then
+        SPEC_HAL_COMMIT=$(basename "$CHECK_BASE") check "$CHECK_BASE" conformance-cuda-base &
+    fi
+    check "$PWD" conformance-cuda
+    wait
+    tail -40 "$OUT/conformance-cuda.log"
+    [ -n "${CHECK_BASE:-}" ] && { echo "--- $CHECK_BASE"; tail -8 "$OUT/conformance-cuda-base.log"; }
 fi
 
 if [ "${BENCH_TIMEOUT:-200}" != 0 ]; then
@@ -67,11 +78,12 @@ fi
 if [ -n "${AB_BASE:-}" ]; then
     # A same-run A/B: AB_BASE is another checkout of spec_hal carried with the call (say a worktree of
     # the commit before a kernel change, in a folder .git/info/exclude ignores, named in carry); each
-    # side is benched in its own process on AB_OPS at the full sizes, this checkout after the base.
+    # side is benched in its own process on AB_OPS at AB_SIZES, this checkout after the base.
     step "A/B: $AB_BASE against this checkout (${AB_OPS:-all ops})"
     for side in base new; do
-        root=$PWD; [ "$side" = base ] && root=$AB_BASE
-        PYTHONPATH=$root timeout "${AB_TIMEOUT:-240}" python3 -m spec_hal bench --device cuda --sizes full \
+        root=$PWD commit=$SPEC_HAL_COMMIT
+        [ "$side" = base ] && root=$AB_BASE commit=$(basename "$AB_BASE")
+        SPEC_HAL_COMMIT=$commit PYTHONPATH=$root timeout "${AB_TIMEOUT:-240}" python3 -m spec_hal bench --device cuda --sizes "${AB_SIZES:-full}" \
             ${AB_OPS:+--ops "$AB_OPS"} --json "$OUT/ab-$side.json" 2>&1 | tee "$OUT/ab-$side.log" | tail -40
     done
 fi
@@ -84,5 +96,5 @@ fi
 # The device tool returns at most 8 files: the logs travel together in one archive.
 step reports
 tar -czf "$OUT/triton-cache.tgz" -C ~/.triton cache 2>/dev/null
-(cd "$OUT" && tar -czf logs.tgz --exclude=triton-cache.tgz --exclude=logs.tgz -- * && rm -f commit.txt gpu-tests.log bench.err)
+(cd "$OUT" && tar -czf logs.tgz --exclude=triton-cache.tgz --exclude=logs.tgz -- * && find . -type f ! -name logs.tgz ! -name triton-cache.tgz -delete)
 ls -la "$OUT"

@@ -18,7 +18,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from ..opdef import define_op
+from ..opdef import OpDef, define_op
 from ..runtime import is_capturing, synchronize
 from ..validation import (
     check_index,
@@ -390,6 +390,7 @@ def _move_bytes(kv: KVBuffers | list[KVBuffers], tgt_loc: Tensor, src_loc: Tenso
     bytes_moved=_move_bytes,
 )
 def move_kv_cache(
+    op: OpDef,
     kv: KVBuffers | list[KVBuffers],
     tgt_loc: Tensor,
     src_loc: Tensor,
@@ -504,6 +505,7 @@ def _accept_move_bytes(kv: KVBuffers | list[KVBuffers], num_correct_drafts: Tens
     bytes_moved=_accept_move_bytes,
 )
 def move_accept_tokens_to_target_kvcache(
+    op: OpDef,
     kv: KVBuffers | list[KVBuffers],
     req_pool_indices: Tensor,
     req_to_token: Tensor,
@@ -576,7 +578,7 @@ def move_accept_tokens_to_target_kvcache(
             expression="seq_lens + num_correct_drafts (the last committed column of req_to_token)",
         )
         check_range("accept_index", accept_index, 0, out_cache_loc.numel(), allow=-1)
-    move_accept_tokens_to_target_kvcache.dispatch(
+    op.dispatch(
         device,
         req_pool_indices,
         req_to_token,

@@ -181,7 +181,7 @@ def _top_k_renorm_prob_reference(probs: Tensor, top_k: Tensor | None, top_k_valu
 
 
 @define_op(_top_k_renorm_prob_reference, mutates=("out",), op_class="bandwidth", bytes_moved=_bytes_moved)
-def top_k_renorm_prob(probs: Tensor, top_k: Tensor | int, out: Tensor | None = None) -> Tensor:
+def top_k_renorm_prob(op: OpDef, probs: Tensor, top_k: Tensor | int, out: Tensor | None = None) -> Tensor:
     """Keep each row's top-k probabilities (ties at the k-th value kept) and renormalise them.
 
     sglang's EAGLE verify calls it on the target probabilities before
@@ -219,7 +219,7 @@ def top_k_renorm_prob(probs: Tensor, top_k: Tensor | int, out: Tensor | None = N
         top_k_value = min(max(top_k, 0), vocab)  # same kept set: <= 0 and >= V both keep the row
     else:
         raise TypeError(f"top_k: expected a [B] int32/int64 tensor or an int, got {type(top_k).__name__}")
-    return _dispatch(top_k_renorm_prob, probs, "top_k", top_k_tensor, top_k_value, out)
+    return _dispatch(op, probs, "top_k", top_k_tensor, top_k_value, out)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -245,7 +245,7 @@ def _top_p_renorm_prob_reference(
 
 
 @define_op(_top_p_renorm_prob_reference, mutates=("out",), op_class="bandwidth", bytes_moved=_bytes_moved)
-def top_p_renorm_prob(probs: Tensor, top_p: Tensor | float, out: Tensor | None = None) -> Tensor:
+def top_p_renorm_prob(op: OpDef, probs: Tensor, top_p: Tensor | float, out: Tensor | None = None) -> Tensor:
     """Keep the smallest head of each row holding ``top_p`` of its mass (nucleus) and renormalise.
 
     sglang's EAGLE verify calls it on the target probabilities (after ``top_k_renorm_prob``) before
@@ -288,7 +288,7 @@ def top_p_renorm_prob(probs: Tensor, top_p: Tensor | float, out: Tensor | None =
         top_p_value = float(top_p)
     else:
         raise TypeError(f"top_p: expected a [B] float32 tensor or a float, got {type(top_p).__name__}")
-    return _dispatch(top_p_renorm_prob, probs, "top_p", top_p_tensor, top_p_value, out, _check_top_p_values)
+    return _dispatch(op, probs, "top_p", top_p_tensor, top_p_value, out, _check_top_p_values)
 
 
 def _check_top_p_values(top_p: Tensor) -> None:

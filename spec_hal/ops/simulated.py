@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from .._constants import SIMULATED_TOKEN
-from ..opdef import define_op
+from ..opdef import OpDef, define_op
 from ..validation import (
     ANY_SIZE,
     check_fits_int32,
@@ -138,6 +138,7 @@ def _generate_simulated_accept_index_reference(
     variant=("accept_index", "candidates", "target_predict"),
 )
 def generate_simulated_accept_index(
+    op: OpDef,
     accept_index: Tensor,
     predicts: Tensor,
     num_correct_drafts: Tensor,
@@ -218,7 +219,7 @@ def generate_simulated_accept_index(
             check_fits_int32("target_predict", target_predict)
     accept_len = sample_simulated_acc_len(mean, method, width, generator)
     if batch > 0:
-        generate_simulated_accept_index.dispatch(
+        op.dispatch(
             device, accept_index, predicts, num_correct_drafts, candidates, target_predict,
             accept_len, real_draft_tokens, new_accept_index,
         )  # fmt: skip

@@ -1,5 +1,5 @@
 """A warm ``fast_topk`` call through the Triton family passes few of spec_hal's files: the contract
-module, ``validation``, ``opdef`` (the call and ``dispatch``), the launcher's module and ``launch``;
+module, ``validation``, ``opdef`` (``dispatch`` alone), the launcher's module and ``launch``;
 on the planned path also the gate of ``internals`` (one call per launch). The planned path runs
 against stand-ins of Triton's JIT function, compiled kernel and driver (as in ``test_launch.py``)."""
 
@@ -30,7 +30,7 @@ def test_a_warm_call_under_the_interpreter_passes_at_most_five_files(triton_vend
     stops = walk(ops.fast_topk, PROBS, 4)
     assert len(files(stops)) <= 5 and not _unexpected(stops), stops
     assert "kernels/triton/internals.py" not in files(stops)  # the interpreter is known at import
-    assert entered(stops, "opdef.py") == ["__call__", "dispatch"]
+    assert entered(stops, "opdef.py") == ["dispatch"]
 
 
 class _Run:
@@ -91,4 +91,4 @@ def test_a_warm_planned_call_passes_at_most_five_files_and_the_gate(triton_vendo
     assert entered(stops, "kernels/triton/internals.py") == ["takes_tritons_path"]
     others = [file for file in files(stops) if file != "kernels/triton/internals.py"]
     assert len(others) <= 5 and not _unexpected(stops), stops
-    assert entered(stops, "opdef.py") == ["__call__", "dispatch"]
+    assert entered(stops, "opdef.py") == ["dispatch"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ...opdef import define_op
+from ...opdef import OpDef, define_op
 from ...validation import (
     check_index,
     check_non_negative,
@@ -40,7 +40,11 @@ def _fill_accept_out_cache_loc_reference(
     op_class="latency",
 )
 def fill_accept_out_cache_loc(
-    accept_index: Tensor, out_cache_loc: Tensor, accept_out_cache_loc: Tensor, size: int | None = None
+    op: OpDef,
+    accept_index: Tensor,
+    out_cache_loc: Tensor,
+    accept_out_cache_loc: Tensor,
+    size: int | None = None,
 ) -> Tensor:
     """Compact the KV slots of the accepted draft tokens, in accept order.
 
@@ -76,7 +80,7 @@ def fill_accept_out_cache_loc(
         check_range("accept_index", accept_index.reshape(-1)[:size], 0, out_cache_loc.shape[0], allow=-1)
     if bs == 0 or size == 0:
         return accept_out_cache_loc
-    fill_accept_out_cache_loc.dispatch(device, accept_index, out_cache_loc, accept_out_cache_loc, size)
+    op.dispatch(device, accept_index, out_cache_loc, accept_out_cache_loc, size)
     return accept_out_cache_loc
 
 
@@ -107,6 +111,7 @@ def _get_src_tgt_cache_loc_reference(
     op_class="latency",
 )
 def get_src_tgt_cache_loc(
+    op: OpDef,
     seq_lens: Tensor,
     out_cache_loc: Tensor,
     accept_index: Tensor,
@@ -161,7 +166,7 @@ def get_src_tgt_cache_loc(
         check_range("num_correct_drafts", num_correct_drafts, 0, draft_token_num)
     if bs == 0:
         return src_cache_loc, tgt_cache_loc, to_free_num_slots
-    get_src_tgt_cache_loc.dispatch(
+    op.dispatch(
         device,
         seq_lens,
         out_cache_loc,
@@ -217,6 +222,7 @@ def _get_target_cache_loc_reference(
     op_class="latency",
 )
 def get_target_cache_loc(
+    op: OpDef,
     tgt_cache_loc: Tensor,
     to_free_slots: Tensor,
     num_correct_drafts: Tensor,
@@ -270,7 +276,7 @@ def get_target_cache_loc(
         )
     if bs == 0:
         return tgt_cache_loc, to_free_slots
-    get_target_cache_loc.dispatch(
+    op.dispatch(
         device,
         tgt_cache_loc,
         to_free_slots,
@@ -299,6 +305,7 @@ def _create_num_accept_tokens_filter_reference(
     op_class="latency",
 )
 def create_num_accept_tokens_filter(
+    op: OpDef,
     num_correct_drafts: Tensor,
     unfinished_index: Tensor,
     seq_lens: Tensor,
@@ -352,9 +359,7 @@ def create_num_accept_tokens_filter(
         )
     if bs == 0:
         return num_accept_tokens_filter
-    create_num_accept_tokens_filter.dispatch(
-        device, num_correct_drafts, unfinished_index, seq_lens, num_accept_tokens_filter
-    )
+    op.dispatch(device, num_correct_drafts, unfinished_index, seq_lens, num_accept_tokens_filter)
     return num_accept_tokens_filter
 
 
@@ -377,7 +382,11 @@ def _filter_finished_cache_loc_reference(
     op_class="latency",
 )
 def filter_finished_cache_loc(
-    out_cache_loc: Tensor, tgt_cache_loc: Tensor, num_correct_drafts: Tensor, num_accept_tokens_filter: Tensor
+    op: OpDef,
+    out_cache_loc: Tensor,
+    tgt_cache_loc: Tensor,
+    num_correct_drafts: Tensor,
+    num_accept_tokens_filter: Tensor,
 ) -> Tensor:
     """Spec v1 accept: drop the finished requests' slots from the committed slot list.
 
@@ -427,7 +436,5 @@ def filter_finished_cache_loc(
         )
     if bs == 0:
         return out_cache_loc
-    filter_finished_cache_loc.dispatch(
-        device, out_cache_loc, tgt_cache_loc, num_correct_drafts, num_accept_tokens_filter
-    )
+    op.dispatch(device, out_cache_loc, tgt_cache_loc, num_correct_drafts, num_accept_tokens_filter)
     return out_cache_loc

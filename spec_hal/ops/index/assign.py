@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ...opdef import define_op
+from ...opdef import OpDef, define_op
 from ...validation import (
     check_fits_int32,
     check_index,
@@ -49,7 +49,7 @@ def _assign_extend_cache_locs_reference(
     op_class="latency",
 )
 def assign_extend_cache_locs(
-    req_pool_indices: Tensor, req_to_token: Tensor, start: Tensor, end: Tensor, out: Tensor
+    op: OpDef, req_pool_indices: Tensor, req_to_token: Tensor, start: Tensor, end: Tensor, out: Tensor
 ) -> Tensor:
     """Gather the KV slots of a window ``[start[b], end[b])`` of each request's ``req_to_token`` row.
 
@@ -80,7 +80,7 @@ def assign_extend_cache_locs(
         check_capacity("out", out, check_window(start, end, req_to_token.shape[1]), "sum(end - start)")
     if bs == 0:
         return out
-    assign_extend_cache_locs.dispatch(device, req_pool_indices, req_to_token, start, end, out)
+    op.dispatch(device, req_pool_indices, req_to_token, start, end, out)
     return out
 
 
@@ -99,6 +99,7 @@ def _assign_extend_cache_locs_uniform_reference(
     op_class="latency",
 )
 def assign_extend_cache_locs_uniform(
+    op: OpDef,
     req_pool_indices: Tensor,
     req_to_token: Tensor,
     start: Tensor,
@@ -135,9 +136,7 @@ def assign_extend_cache_locs_uniform(
         check_range("start", start, 0, req_to_token.shape[1] - draft_token_num + 1)
     if bs == 0:
         return out
-    assign_extend_cache_locs_uniform.dispatch(
-        device, req_pool_indices, req_to_token, start, draft_token_num, out
-    )
+    op.dispatch(device, req_pool_indices, req_to_token, start, draft_token_num, out)
     return out
 
 
@@ -158,7 +157,12 @@ def _assign_req_to_token_pool_reference(
     op_class="latency",
 )
 def assign_req_to_token_pool(
-    req_pool_indices: Tensor, req_to_token: Tensor, start: Tensor, end: Tensor, out_cache_loc: Tensor
+    op: OpDef,
+    req_pool_indices: Tensor,
+    req_to_token: Tensor,
+    start: Tensor,
+    end: Tensor,
+    out_cache_loc: Tensor,
 ) -> Tensor:
     """Record freshly allocated KV slots in ``req_to_token`` (inverse of :func:`assign_extend_cache_locs`).
 
@@ -195,7 +199,7 @@ def assign_req_to_token_pool(
         check_fits_int32("out_cache_loc", out_cache_loc[:total])
     if bs == 0:
         return req_to_token
-    assign_req_to_token_pool.dispatch(device, req_pool_indices, req_to_token, start, end, out_cache_loc)
+    op.dispatch(device, req_pool_indices, req_to_token, start, end, out_cache_loc)
     return req_to_token
 
 
@@ -236,6 +240,7 @@ def check_draft_columns(seq_lens: Tensor, topk: int, num_steps: int, page_size: 
     op_class="latency",
 )
 def assign_draft_cache_locs_contiguous(
+    op: OpDef,
     req_pool_indices: Tensor,
     req_to_token: Tensor,
     seq_lens: Tensor,
@@ -281,7 +286,5 @@ def assign_draft_cache_locs_contiguous(
         check_draft_columns(seq_lens, topk, num_steps, page_size, req_to_token.shape[1])
     if bs == 0:
         return out
-    assign_draft_cache_locs_contiguous.dispatch(
-        device, req_pool_indices, req_to_token, seq_lens, topk, num_steps, page_size, out
-    )
+    op.dispatch(device, req_pool_indices, req_to_token, seq_lens, topk, num_steps, page_size, out)
     return out

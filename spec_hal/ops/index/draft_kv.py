@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ...opdef import define_op
+from ...opdef import OpDef, define_op
 from ...validation import (
     ANY_SIZE,
     check_index,
@@ -76,6 +76,7 @@ def _draft_kv_indices_bytes(seq_lens: Tensor, topk: int, num_steps: int, **_: ob
     bytes_moved=_draft_kv_indices_bytes,
 )
 def generate_draft_decode_kv_indices(
+    op: OpDef,
     req_pool_indices: Tensor,
     req_to_token: Tensor,
     seq_lens: Tensor,
@@ -143,7 +144,7 @@ def generate_draft_decode_kv_indices(
             raise ValueError("positions: sum(positions) + bs*topk*num_steps overflows the int32 kv_indptr")
     if bs == 0:
         return kv_indices, kv_indptr
-    generate_draft_decode_kv_indices.dispatch(
+    op.dispatch(
         device,
         req_pool_indices,
         req_to_token,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ...opdef import define_op
+from ...opdef import OpDef, define_op
 from ...validation import (
     ANY_SIZE,
     check_fits_int32,
@@ -41,7 +41,7 @@ def _align_evict_mask_to_page_size_reference(
     op_class="latency",
 )
 def align_evict_mask_to_page_size(
-    seq_lens: Tensor, evict_mask: Tensor, page_size: int, draft_token_num: int
+    op: OpDef, seq_lens: Tensor, evict_mask: Tensor, page_size: int, draft_token_num: int
 ) -> Tensor:
     """Spec v1, paged chains: never free the page holding a request's last kept token.
 
@@ -68,7 +68,7 @@ def align_evict_mask_to_page_size(
         check_non_negative("seq_lens", seq_lens)
     if bs == 0:
         return evict_mask
-    align_evict_mask_to_page_size.dispatch(device, seq_lens, evict_mask, page_size, draft_token_num)
+    op.dispatch(device, seq_lens, evict_mask, page_size, draft_token_num)
     return evict_mask
 
 
@@ -102,6 +102,7 @@ def _rebuild_compact_draft_req_to_token_reference(
     op_class="latency",
 )
 def rebuild_compact_draft_req_to_token(
+    op: OpDef,
     draft_req_to_token: Tensor,
     target_req_to_token: Tensor,
     req_pool_indices: Tensor,
@@ -157,7 +158,7 @@ def rebuild_compact_draft_req_to_token(
         check_fits_int32("verify_out_cache_loc", verify_out_cache_loc)
     if bs == 0:
         return draft_req_to_token
-    rebuild_compact_draft_req_to_token.dispatch(
+    op.dispatch(
         device,
         draft_req_to_token,
         target_req_to_token,

@@ -8,7 +8,7 @@ from typing import Protocol, runtime_checkable
 import torch
 from torch import Tensor
 
-from ...opdef import define_op
+from ...opdef import OpDef, define_op
 from ...validation import (
     check_index,
     value_checks_enabled,
@@ -131,6 +131,7 @@ def _commit_bytes(
     bytes_moved=_commit_bytes,
 )
 def commit_mamba_states_after_verify(
+    op: OpDef,
     states: MambaVerifyStates | None,
     accept_index: Tensor,
     accept_lens: Tensor,

@@ -9,7 +9,7 @@ from typing import NoReturn
 import torch
 from torch import Tensor
 
-from ...opdef import define_op
+from ...opdef import OpDef, define_op
 from ...validation import (
     check_index,
     check_tensor,
@@ -178,6 +178,7 @@ def _scatter_bytes(
     bytes_moved=_scatter_bytes,
 )
 def scatter_mamba_states_after_mtp_verify(
+    op: OpDef,
     ssm_states: Tensor,
     intermediate_ssm: Tensor,
     conv_states: list[Tensor],
@@ -229,7 +230,7 @@ def scatter_mamba_states_after_mtp_verify(
             mamba_track_indices,
             mamba_steps_to_track,
         )
-    scatter_mamba_states_after_mtp_verify.dispatch(
+    op.dispatch(
         device,
         ssm_states,
         intermediate_ssm,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ...opdef import define_op
+from ...opdef import OpDef, define_op
 from ...validation import (
     check_index,
     check_non_negative,
@@ -64,6 +64,7 @@ def _verify_commit_step_indices_reference(
     variant=("accept_index", "accept_lens", "seq_lens", "mamba_steps_to_track"),
 )
 def verify_commit_step_indices(
+    op: OpDef,
     accept_index: Tensor,
     accept_lens: Tensor,
     draft_token_num: int,
@@ -103,7 +104,7 @@ def verify_commit_step_indices(
     )
     if accept_index.shape[0] == 0:
         return last, track
-    verify_commit_step_indices.dispatch(
+    op.dispatch(
         device, accept_index, accept_lens, draft_token_num, seq_lens, mamba_track_interval or 0, last, track
     )
     return last, track

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ...opdef import define_op
+from ...opdef import OpDef, define_op
 from ...validation import (
     ANY_SIZE,
     FLOAT_DTYPES,
@@ -51,7 +51,7 @@ def _fast_topk_reference(values: Tensor, k: int, dim: int, out_values: Tensor, o
     variant=("k",),
 )
 def fast_topk(
-    values: Tensor, k: int, dim: int = -1, out: tuple[Tensor, Tensor] | None = None
+    op: OpDef, values: Tensor, k: int, dim: int = -1, out: tuple[Tensor, Tensor] | None = None
 ) -> tuple[Tensor, Tensor]:
     """The ``k`` largest entries of ``values`` along ``dim``, in descending order.
 
@@ -88,7 +88,7 @@ def fast_topk(
             raise ValueError("out: expected a tuple (values, indices)")
         out_values = check_output("out[0]", out[0], dtype=values.dtype, device=device, shape=shape)
         out_indices = check_output("out[1]", out[1], dtype=torch.int64, device=device, shape=shape)
-    fast_topk.dispatch(device, values, k, dim, out_values, out_indices)
+    op.dispatch(device, values, k, dim, out_values, out_indices)
     return out_values, out_indices
 
 
@@ -118,6 +118,7 @@ def _fast_sample_reference(
     variant=("num_samples",),
 )
 def fast_sample(
+    op: OpDef,
     probs: Tensor,
     num_samples: int = 1,
     generator: torch.Generator | None = None,
@@ -175,10 +176,10 @@ def fast_sample(
         return out_probs, out_indices
     if keyed:
         check_positions(positions, device)  # type: ignore[arg-type]
-        fast_sample.dispatch(device, probs, None, seeds, positions, step, num_samples, out_probs, out_indices)
+        op.dispatch(device, probs, None, seeds, positions, step, num_samples, out_probs, out_indices)
     else:
         exp_noise = exponential_noise(probs.shape, device, generator)
-        fast_sample.dispatch(device, probs, exp_noise, None, None, 0, num_samples, out_probs, out_indices)
+        op.dispatch(device, probs, exp_noise, None, None, 0, num_samples, out_probs, out_indices)
     return out_probs, out_indices
 
 
@@ -196,6 +197,7 @@ def _renorm_draft_probs_reference(logits: Tensor, temperatures: Tensor | None, p
     op_class="bandwidth",
 )
 def renorm_draft_probs(
+    op: OpDef,
     logits: Tensor,
     temperatures: Tensor | None,
     use_rejection_sampling: bool,
@@ -236,7 +238,7 @@ def renorm_draft_probs(
     if batch == 0:
         return probs
     applied = temperatures if use_rejection_sampling else None
-    renorm_draft_probs.dispatch(device, logits, applied, probs)
+    op.dispatch(device, logits, applied, probs)
     return probs
 
 
@@ -272,6 +274,7 @@ def _sample_draft_proposal_reference(
     variant=("top_ks", "seeds"),
 )
 def sample_draft_proposal(
+    op: OpDef,
     logits: Tensor,
     temperatures: Tensor,
     top_ks: Tensor | None = None,
@@ -328,12 +331,10 @@ def sample_draft_proposal(
     outs = (out_q, out_q_x, out_x)
     if keyed:
         check_positions(positions, device)  # type: ignore[arg-type]
-        sample_draft_proposal.dispatch(
-            device, logits, temperatures, top_ks, None, seeds, positions, step, *outs
-        )
+        op.dispatch(device, logits, temperatures, top_ks, None, seeds, positions, step, *outs)
     else:
         exp_noise = exponential_noise(logits.shape, device, generator)
-        sample_draft_proposal.dispatch(device, logits, temperatures, top_ks, exp_noise, None, None, 0, *outs)
+        op.dispatch(device, logits, temperatures, top_ks, exp_noise, None, None, 0, *outs)
     return out_q, out_q_x, out_x
 
 
@@ -397,6 +398,7 @@ def _select_top_k_tokens_reference(
     portable_reason="one top-k and two gathers; the hidden-state gather is a torch copy",
 )
 def select_top_k_tokens(
+    op: OpDef,
     i: int,
     topk_p: Tensor,
     topk_index: Tensor,
@@ -476,7 +478,7 @@ def select_top_k_tokens(
     assert input_ids is not None and new_scores is not None
     assert tree_scores is not None and tree_tokens is not None and tree_parents is not None
     if batch > 0:
-        select_top_k_tokens.dispatch(
+        op.dispatch(
             device, i, topk_p, topk_index, hidden_states, scores, topk,
             input_ids, hidden, new_scores, tree_scores, tree_tokens, tree_parents,
         )  # fmt: skip

@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ...opdef import define_op
+from ...opdef import OpDef, define_op
 from ...validation import (
     check_output,
     check_positive_int,
@@ -140,7 +140,7 @@ def _keyed_uniform_reference(seeds: Tensor, positions: Tensor, step: int, domain
 
 @define_op(_keyed_uniform_reference, mutates=("out",), op_class="bandwidth")
 def keyed_uniform(
-    seeds: Tensor, positions: Tensor, step: int, domain: int, n: int, out: Tensor | None = None
+    op: OpDef, seeds: Tensor, positions: Tensor, step: int, domain: int, n: int, out: Tensor | None = None
 ) -> Tensor:
     """``[B, n]`` float32 uniforms in (0, 1), lane ``j`` of row ``b`` keyed by ``(seeds[b],
     positions[b], step, domain, j)``: the same bits on every provider and vendor, whatever the batch.
@@ -183,5 +183,5 @@ def keyed_uniform(
     else:
         check_output("out", out, dtype=torch.float32, device=device, shape=(batch, n))
     if batch and n:
-        keyed_uniform.dispatch(device, seeds, positions, step, domain, out)
+        op.dispatch(device, seeds, positions, step, domain, out)
     return out

@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from ..._constants import SIMULATED_TOKEN
-from ...opdef import define_op
+from ...opdef import OpDef, define_op
 from ...validation import (
     ANY_SIZE,
     check_distinct_elements,
@@ -57,6 +57,7 @@ def _draft_topk1_postprocess_reference(
     variant=("positions",),
 )
 def draft_topk1_postprocess(
+    op: OpDef,
     logits: Tensor,
     positions: Tensor,
     draft_tokens: Tensor | None = None,
@@ -106,9 +107,7 @@ def draft_topk1_postprocess(
     if value_checks_enabled(device):
         check_sum_fits("positions", positions, positions.dtype, constant=1, expression="positions + 1")
     if batch > 0:
-        draft_topk1_postprocess.dispatch(
-            device, logits, positions, draft_tokens, draft_token_column, topk_p, topk_index
-        )
+        op.dispatch(device, logits, positions, draft_tokens, draft_token_column, topk_p, topk_index)
     return topk_p, topk_index
 
 
@@ -239,6 +238,7 @@ def _target_verify_topk1_postprocess_reference(
     variant=("candidates", "retrieve_index", "retrieve_next_token", "seq_lens"),
 )
 def target_verify_topk1_postprocess(
+    op: OpDef,
     logits: Tensor,
     candidates: Tensor,
     retrieve_index: Tensor,
@@ -326,7 +326,7 @@ def target_verify_topk1_postprocess(
     ]
     result = TargetVerifyTopk1Output(*outputs(out, specs, device))  # type: ignore[arg-type]
     if batch > 0:
-        target_verify_topk1_postprocess.dispatch(
+        op.dispatch(
             device, logits, candidates, retrieve_index, retrieve_next_token, seq_lens,
             num_simulated_accept_tokens, use_real_draft_tokens, *result,
         )  # fmt: skip
@@ -383,6 +383,7 @@ def _draft_extend_bytes(
     bytes_moved=_draft_extend_bytes,
 )
 def draft_extend_topk1_postprocess(
+    op: OpDef,
     logits: Tensor,
     row_indices: Tensor,
     hidden_states: Tensor | None = None,
@@ -434,7 +435,7 @@ def draft_extend_topk1_postprocess(
     topk_p, topk_index, hidden, dsa = outputs(out, specs, device)
     assert topk_p is not None and topk_index is not None
     if batch > 0:
-        draft_extend_topk1_postprocess.dispatch(
+        op.dispatch(
             device, logits, row_indices, hidden_states, dsa_topk_indices, topk_p, topk_index, hidden, dsa
         )
     return topk_p, topk_index, hidden, dsa

@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from ..._constants import FULL_MASK, QLEN_ONLY, QLEN_ONLY_BITPACKING, SIGNED_OF
-from ...opdef import define_op
+from ...opdef import OpDef, define_op
 from ...validation import (
     check_index,
     check_non_negative,
@@ -71,6 +71,7 @@ def _organize_draft_results_reference(
     portable_reason="a sort and gathers over [bs, K + (S-1)K^2]: torch is a few launches",
 )
 def organize_draft_results(
+    op: OpDef,
     score_list: Sequence[Tensor],
     token_list: Sequence[Tensor],
     parents_list: Sequence[Tensor],
@@ -141,7 +142,7 @@ def organize_draft_results(
         )
     if bs == 0:
         return outputs  # type: ignore[return-value]
-    organize_draft_results.dispatch(device, score_list, token_list, parents_list, draft_token_num, *outputs)
+    op.dispatch(device, score_list, token_list, parents_list, draft_token_num, *outputs)
     return outputs  # type: ignore[return-value]
 
 
@@ -241,6 +242,7 @@ def _build_tree_kernel_efficient_reference(
     variant=("tree_mask_mode", "parent_list", "selected_index", "seq_lens", "tree_mask"),
 )
 def build_tree_kernel_efficient(
+    op: OpDef,
     parent_list: Tensor,
     selected_index: Tensor,
     seq_lens: Tensor,
@@ -368,7 +370,7 @@ def build_tree_kernel_efficient(
     if verified_id is not None:
         flat_tokens = torch.empty(bs * num_nodes, dtype=torch.int64, device=device)
     if bs > 0:
-        build_tree_kernel_efficient.dispatch(
+        op.dispatch(
             device,
             parent_list,
             selected_index,

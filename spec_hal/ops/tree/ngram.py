@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ...opdef import define_op
+from ...opdef import OpDef, define_op
 from ...validation import (
     check_index,
     check_non_negative,
@@ -52,7 +52,7 @@ def _pack_ngram_full_mask_reference(
     portable_reason="NGRAM only; not yet in the Triton family",
 )
 def pack_ngram_full_mask(
-    draft_tree_mask: Tensor, seq_lens: Tensor, draft_token_num: int, full_mask: Tensor
+    op: OpDef, draft_tree_mask: Tensor, seq_lens: Tensor, draft_token_num: int, full_mask: Tensor
 ) -> Tensor:
     """Expand NGRAM draft-tree masks (QLEN layout) into the FULL_MASK layout the attention reads.
 
@@ -81,7 +81,7 @@ def pack_ngram_full_mask(
                 f"full_mask: needs D*sum(seq_lens) + bs*D*D = {needed} entries, has {full_mask.numel()}"
             )
     if bs > 0:
-        pack_ngram_full_mask.dispatch(device, draft_tree_mask, seq_lens, num_nodes, full_mask)
+        op.dispatch(device, draft_tree_mask, seq_lens, num_nodes, full_mask)
     return full_mask
 
 
@@ -118,6 +118,7 @@ def _reconstruct_indices_from_tree_mask_reference(
     portable_reason="NGRAM only; not yet in the Triton family",
 )
 def reconstruct_indices_from_tree_mask(
+    op: OpDef,
     tree_mask: Tensor,
     seq_lens: Tensor,
     draft_token_num: int,
@@ -155,5 +156,5 @@ def reconstruct_indices_from_tree_mask(
             "seq_lens", seq_lens, torch.int64, constant=num_nodes - 1, expression="seq_lens + depth (< D)"
         )
     if bs > 0:
-        reconstruct_indices_from_tree_mask.dispatch(device, tree_mask, seq_lens, num_nodes, positions, *links)
+        op.dispatch(device, tree_mask, seq_lens, num_nodes, positions, *links)
     return (positions, *links)  # type: ignore[return-value]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ...opdef import define_op
+from ...opdef import OpDef, define_op
 from ...validation import (
     check_fits_int32,
     check_index,
@@ -114,6 +114,7 @@ def _check_verify_args(
     ),
 )
 def verify_tree_greedy(
+    op: OpDef,
     predicts: Tensor,
     accept_index: Tensor,
     num_correct_drafts: Tensor,
@@ -150,7 +151,7 @@ def verify_tree_greedy(
     if value_checks_enabled(device):
         check_fits_int32("target_predict", target_predict)
     if bs > 0:
-        verify_tree_greedy.dispatch(
+        op.dispatch(
             device,
             predicts,
             accept_index,
@@ -269,6 +270,7 @@ def _sampling_bytes(target_probs: Tensor, **_: object) -> int:
     bytes_moved=_sampling_bytes,
 )
 def tree_speculative_sampling_target_only(
+    op: OpDef,
     predicts: Tensor,
     accept_index: Tensor,
     num_correct_drafts: Tensor,
@@ -325,7 +327,7 @@ def tree_speculative_sampling_target_only(
     if value_checks_enabled(device):
         check_range("candidates", candidates, 0, vocab)
     if bs > 0:
-        tree_speculative_sampling_target_only.dispatch(
+        op.dispatch(
             device,
             predicts,
             accept_index,
@@ -398,6 +400,7 @@ def _chain_speculative_sampling_reference(
     bytes_moved=_sampling_bytes,
 )
 def chain_speculative_sampling(
+    op: OpDef,
     predicts: Tensor,
     accept_index: Tensor,
     num_correct_drafts: Tensor,
@@ -447,7 +450,7 @@ def chain_speculative_sampling(
     if value_checks_enabled(device):
         check_range("candidates", candidates, 0, vocab)
     if bs > 0:
-        chain_speculative_sampling.dispatch(
+        op.dispatch(
             device,
             predicts,
             accept_index,
@@ -483,7 +486,7 @@ def _fill_bonus_tokens_reference(accept_tokens: Tensor, accept_lens: Tensor, bon
     variant=("accept_tokens", "accept_lens"),
 )
 def fill_bonus_tokens(
-    accept_tokens: Tensor, accept_lens: Tensor, bonus_tokens: Tensor | None = None
+    op: OpDef, accept_tokens: Tensor, accept_lens: Tensor, bonus_tokens: Tensor | None = None
 ) -> Tensor:
     """The bonus token of each request: its last committed token, ``accept_tokens[b, accept_lens[b]-1]``.
 
@@ -506,5 +509,5 @@ def fill_bonus_tokens(
         check_range("accept_lens", accept_lens, 1, width + 1)
         check_fits_int32("accept_tokens", accept_tokens.gather(1, accept_lens.long()[:, None] - 1))
     if bs > 0:
-        fill_bonus_tokens.dispatch(device, accept_tokens, accept_lens, bonus_tokens)
+        op.dispatch(device, accept_tokens, accept_lens, bonus_tokens)
     return bonus_tokens
