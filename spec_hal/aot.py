@@ -254,7 +254,7 @@ def specialise(launches: Sequence[Launch], target: Target, *, every: bool = True
     from triton import knobs
     from triton.compiler import make_backend
 
-    from .kernels.triton.internals import pack_args, tritons_binder
+    from .kernels.triton.launch import pack_args, tritons_binder
 
     if not every:
         launches = list({id(launch.jit): launch for launch in launches}.values())

@@ -567,12 +567,12 @@ def test_compile_without_triton_says_how_to_install_it():
 def test_info_shows_how_triton_kernels_launch(monkeypatch, capsys):
     pytest.importorskip("triton")
     from spec_hal import cli
-    from spec_hal.kernels.triton import internals, launch
+    from spec_hal.kernels.triton import launch
 
     monkeypatch.setattr(launch, "_INTERPRETED", False)
-    off_the_gate = internals.gate("3.99.0")
-    monkeypatch.setattr(internals, "_planned", off_the_gate[0])
-    monkeypatch.setattr(internals, "_reason", off_the_gate[1])
+    off_the_gate = launch.gate("3.99.0")
+    monkeypatch.setattr(launch, "_planned", off_the_gate[0])
+    monkeypatch.setattr(launch, "_reason", off_the_gate[1])
     data = cli.info_data()
     assert data["triton_launches"] == {"planned": False, "reason": off_the_gate[1]}
     cli._print_info(data)

@@ -1,6 +1,7 @@
 """House rules a test can check: the import graph's layering (docs/architecture.md), vendor calls
 only in spec_hal/devices/, no vendor named in the modules that serve every vendor, no module over
-MAX_MODULE_LINES lines, and the tested spec_hal is the installed one when tox says so."""
+MAX_MODULE_LINES lines, no table keyed by op names outside the registry, Triton's private API read
+in one module, and the tested spec_hal is the installed one when tox says so."""
 
 from __future__ import annotations
 
@@ -484,3 +485,42 @@ def test_the_modules_that_serve_every_vendor_import_no_vendor_package(graph):
     assert vendor_imports(graph) == []
     planted = {"spec_hal.bench.sweep": {"spec_hal.devices.cuda", "spec_hal.registry"}}
     assert vendor_imports(planted) == ["spec_hal.bench.sweep imports spec_hal.devices.cuda"]
+
+
+# --------------------------------------------------------------------------------------------------
+# Triton's private API is read in one module, which gates itself on the Triton releases it knows
+
+#: The one module that reads Triton's private API (and decides when launches may rely on it).
+TRITON_INTERNALS_MODULE = "kernels/triton/launch.py"
+#: Names of Triton's private API that spec_hal reads: attributes of a JIT function, a compiled kernel
+#: or its launcher, the launch hooks' chain, and the JIT's binder maker.
+TRITON_PRIVATE = re.compile(
+    r"\b(device_caches|packed_metadata|_pack_args|create_function_from_signature|HookChain|"
+    r"launch_enter_hook|launch_exit_hook|global_scratch_size|profile_scratch_size)\b"
+)
+
+
+def triton_private_reads(root: Path = PACKAGE) -> list[str]:
+    """``file:line`` of each name of Triton's private API outside the internals module (comments
+    and docstrings included: a mention elsewhere is a read waiting to happen, or a stale doc)."""
+    found = []
+    for path in python_files(root):
+        relative = path.relative_to(root).as_posix()
+        if relative == TRITON_INTERNALS_MODULE:
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if TRITON_PRIVATE.search(line):
+                found.append(f"{relative}:{number}: {line.strip()}")
+    return found
+
+
+def test_tritons_private_api_is_read_in_one_module():
+    assert triton_private_reads() == []
+    assert TRITON_PRIVATE.search((PACKAGE / TRITON_INTERNALS_MODULE).read_text())  # the rule still bites
+
+
+def test_the_triton_internals_rule_catches_a_planted_read(tmp_path):
+    (tmp_path / "aot.py").write_text("binder = jit_fn.device_caches[0][-1]\n")
+    (tmp_path / "kernels" / "triton").mkdir(parents=True)
+    (tmp_path / TRITON_INTERNALS_MODULE).write_text("binder = jit_fn.device_caches[0][-1]\n")
+    assert triton_private_reads(tmp_path) == ["aot.py:1: binder = jit_fn.device_caches[0][-1]"]

@@ -15,7 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
-from spec_hal.kernels.triton import internals, launch
+from spec_hal.kernels.triton import launch
 from spec_hal.kernels.triton.launch import Kernel, cdiv, next_power_of_2
 
 
@@ -571,7 +571,7 @@ def test_the_direct_launch_passes_what_the_wrapper_passes(launcher_type):
         setattr(run, name, value)
     calls = []
     run.launch = lambda *args: calls.append(args)
-    go = internals.direct_launch(run, "function", "metadata", (64, 1))
+    go = launch.direct_launch(run, "function", "metadata", (64, 1))
     assert go is not None
     go(3, 2, 1, 99, (111, 5, 0.5))
     run(3, 2, 1, 99, "function", "metadata", None, None, None, 111, 5, 0.5, 64, 1)
@@ -585,7 +585,7 @@ def test_a_wrapper_that_allocates_scratch_is_called_itself():
     run = Scratch()
     calls = []
     run.launch = lambda *args: calls.append(args)
-    internals.direct_launch(run, "function", "metadata", (64,))(3, 2, 1, 99, (111,))
+    launch.direct_launch(run, "function", "metadata", (64,))(3, 2, 1, 99, (111,))
     assert calls == [
         (3, 2, 1, 99, "function", False, True, None, None, "metadata", None, None, None, 111, 64)
     ]
@@ -617,25 +617,25 @@ def test_learning_fails_where_the_wrapper_does_more_than_pass_its_arguments_on(l
     run = launcher_type()
     if launcher_type is not NoEntryPoint:
         run.launch = lambda *args: None
-    with pytest.raises(internals.LearningFailed):
-        internals.direct_launch(run, "function", "metadata", ())
+    with pytest.raises(launch.LearningFailed):
+        launch.direct_launch(run, "function", "metadata", ())
 
 
 @pytest.fixture
 def gate_state(monkeypatch):
     """The gate's state as this process's Triton left it, restored after the test."""
-    monkeypatch.setattr(internals, "_planned", True)
-    monkeypatch.setattr(internals, "_reason", "planned launches (stand-in)")
+    monkeypatch.setattr(launch, "_planned", True)
+    monkeypatch.setattr(launch, "_reason", "planned launches (stand-in)")
 
 
 def test_the_gate_plans_on_verified_releases_only():
     for version in ("3.6.0", "3.6.1", "3.7.1"):
-        assert internals.gate(version) == (
+        assert launch.gate(version) == (
             True,
             f"planned launches (Triton {version}; verified on 3.6.x, 3.7.x)",
         )
     for version in ("3.5.1", "3.9.0", "4.0.0", "3.10.0+git1234"):
-        planned, reason = internals.gate(version)
+        planned, reason = launch.gate(version)
         assert not planned
         assert (
             reason.startswith("Triton's own launch path:") and f"Triton {version} is not a release" in reason
@@ -643,7 +643,7 @@ def test_the_gate_plans_on_verified_releases_only():
 
 
 def test_a_release_off_the_gate_launches_through_triton_every_time(fake_runtime, gate_state, monkeypatch):
-    monkeypatch.setattr(internals, "_planned", False)
+    monkeypatch.setattr(launch, "_planned", False)
     jit = FakeJit()
     kernel = Kernel(jit)
     for _ in range(3):
@@ -667,7 +667,7 @@ def test_a_failure_to_learn_the_launcher_takes_tritons_path_from_then_on(fake_ru
             planned_before(7)  # its plan is no longer taken
         kernel[(5,)](7, BLOCK=64)
     assert len(jit.jit_launches) == 1 + 3 * 2 + 1
-    planned, reason = internals.launch_path()
+    planned, reason = launch.launch_path()
     assert not planned and reason == (
         "Triton's own launch path: learning Triton's launcher failed "
         "(the launcher has no C entry point (launch))"
@@ -683,7 +683,7 @@ def test_a_sequence_takes_tritons_path_off_the_gate(fake_runtime, gate_state, mo
     sequence(7)
     sequence(7)
     assert len(jit.jit_launches) == 3
-    monkeypatch.setattr(internals, "_planned", False)
+    monkeypatch.setattr(launch, "_planned", False)
     sequence(7)
     assert len(jit.jit_launches) == 6
 
@@ -696,10 +696,10 @@ def test_the_launch_path_names_the_interpreter(monkeypatch, gate_state):
 
 
 def test_a_binder_missing_from_the_jit_is_a_failure_to_learn():
-    with pytest.raises(internals.LearningFailed, match="device_caches"):
-        internals.binder(types.SimpleNamespace(device_caches={}), 0)
-    with pytest.raises(internals.LearningFailed, match="packed_metadata"):
-        internals.compiled_parts(types.SimpleNamespace(run=None, function=None))
+    with pytest.raises(launch.LearningFailed, match="device_caches"):
+        launch.binder(types.SimpleNamespace(device_caches={}), 0)
+    with pytest.raises(launch.LearningFailed, match="packed_metadata"):
+        launch.compiled_parts(types.SimpleNamespace(run=None, function=None))
 
 
 @pytest.mark.parametrize(

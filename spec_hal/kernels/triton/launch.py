@@ -26,9 +26,23 @@ float top_p at the same position. A reader accepts only its own signature's kind
 to others, before touching a tensor), and keys start with the signature's number, so a plan is only
 ever found for arguments of the kinds that filed it.
 
-Every read of Triton's private API is in :mod:`.internals`, which gates planned launches on the
-Triton releases they were verified on: on another, or once learning a launcher fails, every launch
-takes Triton's own path (:func:`launch_path` says which, and why).
+**Triton's private API.** This module is the only one that reads what Triton does not promise to
+keep: a ``JITFunction``'s ``device_caches`` (its argument binder), a compiled kernel's ``run``,
+``function`` and ``packed_metadata``, the launcher wrapper's call of its C entry point
+(``run.launch``, learnt by :func:`direct_launch`), and the launch hooks' ``HookChain.calls``;
+``spec-hal compile`` reads the binder maker and ``JITFunction._pack_args`` through
+:func:`tritons_binder` and :func:`pack_args`. Triton's public API (``triton.knobs``,
+``triton.runtime.driver``, ``triton.compile``) is used where it is needed. The plan keys follow
+Triton's specialisation rules (16-byte alignment, ints equal to 1, ...), checked against the
+installed Triton's binder by the CPU tests: one more reason a release is verified before its
+launches are planned.
+
+**The gate.** Planned launches are made on the Triton releases in :data:`VERIFIED_TRITON` only. On
+another release, or once learning a launcher fails (:func:`learning_failed`), every launch takes
+Triton's own path (``jit_fn[grid](*args)``): the same binaries, with Triton's per-call glue. The
+decision and its reason are recorded once per process; :func:`launch_path` tells them (``spec-hal
+info`` shows it). It is no error under ``SPEC_HAL_STRICT=1``: the op keeps its provider and its
+binaries; only the host's cost per launch differs.
 
 Launches take Triton's own path when no plan can apply: under ``TRITON_INTERPRET=1``, while a
 Triton launch hook is installed (profilers) or Triton's debug or instrumentation switch is on (its
@@ -42,7 +56,9 @@ family's kernels register none and read only constants.
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
+import logging
 import os
 import threading
 import time
@@ -50,10 +66,186 @@ from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Any
 
 import torch
+import triton
+from triton import knobs
 from triton.runtime import driver
 
-from . import internals
-from .internals import takes_tritons_path
+# -- Triton's private API, and the gate ------------------------------------------------------------
+
+logger = logging.getLogger(__name__)
+
+#: Triton releases (major.minor) planned launches were verified on: 3.6 launches them on the H200
+#: (tools/h200_run.sh); 3.7's CUDA and HIP launcher wrappers and binder are checked by the CPU tests.
+#: Patch releases of a series keep its launcher.
+VERIFIED_TRITON: frozenset[str] = frozenset({"3.6", "3.7"})
+
+
+class LearningFailed(Exception):
+    """A Triton internal did not have the shape planned launches rely on."""
+
+
+def gate(version: str) -> tuple[bool, str]:
+    """(planned launches, why) for the Triton release ``version``."""
+    series = ".".join(version.split(".")[:2])
+    if series in VERIFIED_TRITON:
+        return True, f"planned launches (Triton {version}; verified on {_verified()})"
+    return False, (
+        f"Triton's own launch path: Triton {version} is not a release planned launches were verified "
+        f"on ({_verified()})"
+    )
+
+
+def _verified() -> str:
+    return ", ".join(f"{series}.x" for series in sorted(VERIFIED_TRITON))
+
+
+#: Whether launches may be planned; read on every launch (:func:`takes_tritons_path`).
+_planned, _reason = gate(triton.__version__)
+
+
+def learning_failed(reason: str) -> None:
+    """Every later launch takes Triton's own path; the first reason is kept and logged once."""
+    global _planned, _reason
+    if not _planned:
+        return
+    _planned, _reason = False, f"Triton's own launch path: learning Triton's launcher failed ({reason})"
+    logger.warning("spec_hal: %s", _reason)
+
+
+def takes_tritons_path() -> bool:
+    """Launches must go through Triton: the gate says so, a launch enter or exit hook is set (None
+    when there is none, except Triton's ``HookChain``, never None, whose ``calls`` list is empty
+    then), or Triton's debug or instrumentation switch is on (Triton compiles other binaries then)."""
+    runtime = knobs.runtime
+    enter, leave = runtime.launch_enter_hook, runtime.launch_exit_hook
+    return bool(
+        not _planned
+        or (enter is not None and getattr(enter, "calls", True))
+        or (leave is not None and getattr(leave, "calls", True))
+        or runtime.debug
+        or knobs.compilation.instrumentation_mode
+    )
+
+
+def binder(jit_fn: Any, device: int) -> Callable[..., tuple[Any, Any, Any]]:
+    """The argument binder Triton made for ``jit_fn`` on ``device``: ``binder(*args, **options)``
+    gives (bound arguments, specialisation, options)."""
+    try:
+        found: Callable[..., tuple[Any, Any, Any]] = jit_fn.device_caches[device][-1]
+    except Exception as exc:
+        raise LearningFailed(f"no binder in the JIT function's device_caches: {exc!r}") from exc
+    if not callable(found):
+        raise LearningFailed("the last entry of the JIT function's device_caches is no binder")
+    return found
+
+
+def compiled_parts(compiled: Any) -> tuple[Any, Any, Any]:
+    """(launcher wrapper, kernel function, packed metadata) of a compiled kernel."""
+    try:
+        return compiled.run, compiled.function, compiled.packed_metadata
+    except AttributeError as exc:
+        raise LearningFailed(f"the compiled kernel has no {exc.name}") from exc
+
+
+class _Mark:
+    """A stand-in argument whose place in a launcher call is looked for (compared by identity)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def direct_launch(run: Any, function: Any, metadata: Any, tail: tuple[Any, ...]) -> Callable[..., None]:
+    """``go(x, y, z, stream, values)``: the call Triton's launcher ``run`` makes to its C entry point
+    (``run.launch``), written out once, so that each launch skips the launcher's Python wrapper.
+
+    The call is learnt, not assumed (its argument order differs between Triton versions and
+    vendors): the wrapper is called once on a copy of ``run`` whose ``launch`` records its
+    arguments, with stand-ins for the grid, the stream and the kernel's arguments. Each stand-in
+    must come back exactly once, the kernel's arguments last (flat or as one tuple), and everything
+    else the wrapper passes is then constant for this kernel; :class:`LearningFailed` where that
+    does not hold. Where the wrapper allocates scratch memory per launch, ``go`` calls the wrapper.
+    """
+    if getattr(run, "global_scratch_size", 0) or getattr(run, "profile_scratch_size", 0):
+        return _through_wrapper(run, function, metadata, tail)
+    if not callable(getattr(run, "launch", None)):
+        raise LearningFailed("the launcher has no C entry point (launch)")
+    grid_and_stream = tuple(_Mark(name) for name in ("x", "y", "z", "stream"))
+    arg_marks = tuple(_Mark(f"arg{i}") for i in range(3))  # the wrapper forwards any number
+    calls: list[tuple[Any, ...]] = []
+    probe = copy.copy(run)
+    probe.launch = lambda *args: calls.append(args)
+    try:
+        probe(*grid_and_stream, function, metadata, None, None, None, *arg_marks)
+    except Exception as exc:  # a wrapper that does more with its arguments than pass them on
+        raise LearningFailed(f"the launcher wrapper raised on stand-ins: {exc!r}") from exc
+    if len(calls) != 1:
+        raise LearningFailed(f"the launcher wrapper called its entry point {len(calls)} times")
+    (passed,) = calls
+    if len(passed) > len(arg_marks) and all(
+        a is b for a, b in zip(passed[-len(arg_marks) :], arg_marks, strict=True)
+    ):
+        prefix, flat = passed[: -len(arg_marks)], True
+    elif (
+        passed
+        and isinstance(passed[-1], tuple)
+        and len(passed[-1]) == len(arg_marks)
+        and all(a is b for a, b in zip(passed[-1], arg_marks, strict=True))
+    ):
+        prefix, flat = passed[:-1], False
+    else:
+        raise LearningFailed("the kernel's arguments are not the last the entry point takes")
+    names, constants = [], {}
+    for i, value in enumerate(prefix):
+        if isinstance(value, _Mark):
+            if value not in grid_and_stream or value.name in names:
+                raise LearningFailed("a kernel argument or a grid size passed out of place")
+            names.append(value.name)
+        else:
+            names.append(f"c{i}")
+            constants[f"c{i}"] = value
+    if sorted(n for n in names if not n.startswith("c")) != ["stream", "x", "y", "z"]:
+        raise LearningFailed("the grid or the stream does not reach the entry point")
+    arguments = "*values, *tail" if flat else "values + tail"
+    source = f"def go(x, y, z, stream, values):\n    launch({', '.join(names)}, {arguments})\n"
+    namespace: dict[str, Any] = {"launch": run.launch, "tail": tail, **constants}
+    exec(compile(source, "<spec_hal direct launch>", "exec"), namespace)
+    go: Callable[..., None] = namespace["go"]
+    return go
+
+
+def _through_wrapper(run: Any, function: Any, metadata: Any, tail: tuple[Any, ...]) -> Callable[..., None]:
+    """``go`` through the launcher wrapper (no launch metadata, no hooks: plans run without them)."""
+
+    def go(x: int, y: int, z: int, stream: int, values: tuple[Any, ...]) -> None:
+        run(x, y, z, stream, function, metadata, None, None, None, *values, *tail)
+
+    return go
+
+
+def tritons_binder(jit_fn: Any, backend: Any) -> Callable[..., tuple[Any, Any, Any]]:
+    """The binder Triton's JIT makes for ``jit_fn`` and a compiler ``backend`` (no device needed)."""
+    from triton.runtime.jit import create_function_from_signature
+
+    made: Callable[..., tuple[Any, Any, Any]] = create_function_from_signature(
+        jit_fn.signature, jit_fn.params, backend
+    )
+    return made
+
+
+def pack_args(
+    jit_fn: Any, backend: Any, kwargs: dict[str, Any], bound: Any, specialization: Any, options: Any
+) -> tuple[Any, dict[str, Any], dict[Any, Any], dict[Any, Any]]:
+    """(parsed options, signature, constexprs, attrs) of one bound launch: what ``triton.compile``
+    takes, as the JIT packs them."""
+    packed: tuple[Any, dict[str, Any], dict[Any, Any], dict[Any, Any]] = jit_fn._pack_args(
+        backend, kwargs, bound, specialization, options
+    )
+    return packed
+
+
+# -- launch plans ----------------------------------------------------------------------------------
 
 #: Plans one launch keeps; launches with further keys take Triton's path.
 MAX_PLANS = 1024
@@ -73,8 +265,8 @@ _FILING = threading.Lock()
 
 class Plan:
     """What one launch key needs: ``plan.go(grid_x, grid_y, grid_z, stream, values)`` launches the
-    compiled kernel on the positional launcher ``values`` (see :func:`.internals.direct_launch`).
-    Raises :class:`.internals.LearningFailed` where the compiled kernel or its launcher is not as
+    compiled kernel on the positional launcher ``values`` (see :func:`direct_launch`).
+    Raises :class:`LearningFailed` where the compiled kernel or its launcher is not as
     planned launches need."""
 
     __slots__ = ("go",)
@@ -82,7 +274,7 @@ class Plan:
     def __init__(self, compiled: Any, tail: tuple[Any, ...]) -> None:
         # tail: the values Triton gives the parameters after the positional ones (constexprs:
         # Triton's launchers take every parameter and skip those).
-        self.go = internals.direct_launch(*internals.compiled_parts(compiled), tail)
+        self.go = direct_launch(*compiled_parts(compiled), tail)
 
 
 class Kernel:
@@ -157,7 +349,7 @@ class Kernel:
     ) -> tuple[Any, ...] | None:
         """The values Triton's binder gives the parameters after the positional ones, when all of
         them are constexprs (fixed by the launch's options); None otherwise."""
-        bound, specialization, _ = internals.binder(self.jit, device)(*args, **options)
+        bound, specialization, _ = binder(self.jit, device)(*args, **options)
         values = tuple(bound.values())
         if len(values) < len(args) or any(a is not v for a, v in zip(args, values, strict=False)):
             return None
@@ -232,8 +424,8 @@ class Launch:
             if tail is None:  # no plan for these arguments (and a new signature takes no slot)
                 return
             plan = Plan(compiled, tail)
-        except internals.LearningFailed as exc:  # this Triton is not as verified: its path from now
-            internals.learning_failed(str(exc))
+        except LearningFailed as exc:  # this Triton is not as verified: its path from now
+            learning_failed(str(exc))
             return
         reader = self.kernel.reader_for(kinds)
         if reader is None:  # the signatures filled up meanwhile
@@ -443,11 +635,11 @@ def stage_seconds(
 
 
 def launch_path() -> tuple[bool, str]:
-    """(planned launches, why) in this process: the interpreter, or the gate of :mod:`.internals`
-    (``spec-hal info`` shows it)."""
+    """(planned launches, why) in this process: the interpreter, the version gate's decision, or the
+    first failure to learn a launcher since (``spec-hal info`` shows it)."""
     if _INTERPRETED:
         return False, "Triton's interpreter (TRITON_INTERPRET=1)"
-    return internals.launch_path()
+    return _planned, _reason
 
 
 def cdiv(numerator: int, divisor: int) -> int:
