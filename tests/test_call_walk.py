@@ -22,3 +22,26 @@ def test_a_warm_latency_call_that_allocates_passes_at_most_five_files():
     assert not [file for file in files(stops) if file.startswith(("runtime.py", "devices/", "registry/"))]
     # The contract is the op's call: opdef is entered once, by the contract's dispatch.
     assert entered(stops, "opdef.py") == ["dispatch"]
+
+
+def test_every_op_enters_opdef_only_at_dispatch():
+    """The contract is the op's call for every op: a warm call of any case enters opdef only by the
+    contract's dispatch (once per provider call: ``move_kv_cache`` dispatches per buffer set)."""
+    import spec_hal
+    from spec_hal.conformance import runner
+    from spec_hal.opdef import OpDef
+
+    cpu = torch.device("cpu")
+    dispatched = set()
+    for case in runner.all_cases():
+        if not case.small or case.op in dispatched:
+            continue
+        op = getattr(spec_hal.ops, case.op)
+        assert type(op).__call__ is not OpDef.__call__, f"{case.op}: its contract does not take the op first"
+        runner.call(case, runner.fresh_build(case, cpu))  # bound by the first call
+        stops = walk(runner.call, case, runner.fresh_build(case, cpu))
+        functions = set(entered(stops, "opdef.py"))
+        assert functions <= {"dispatch"}, (case.op, case.name, stops)
+        if functions:
+            dispatched.add(case.op)
+    assert dispatched == set(runner.builders()), "ops no small case dispatched"
