@@ -36,6 +36,7 @@ from ..validation import (
     new_output,
     value_checks_enabled,
 )
+from .rowwise import row_sums, running_row_sums
 
 __all__ = ["top_k_renorm_prob", "top_p_renorm_prob"]
 
@@ -47,13 +48,10 @@ FLOAT32_MAX = torch.finfo(torch.float32).max
 
 
 def renormalise_at_least(probs: Tensor, tau: Tensor, out: Tensor) -> None:
-    """``out = p / sum(kept)`` on the kept set ``p >= tau`` (``tau`` ``[B, 1]``), 0 elsewhere.
-
-    The kept mass is the last entry of the row's running sum, not a reduction: torch splits a
-    reduction with few outputs (a row alone) over threads or blocks, adding a row in another order
-    than in a batch; a scan walks each row the same way at any batch."""
+    """``out = p / sum(kept)`` on the kept set ``p >= tau`` (``tau`` ``[B, 1]``), 0 elsewhere; the
+    kept mass added in a fixed order (:func:`.rowwise.row_sums`), the same for a row at any batch."""
     kept = torch.where(probs >= tau, probs, torch.zeros((), dtype=probs.dtype, device=probs.device))
-    out.copy_(kept / kept.cumsum(dim=1)[:, -1:])  # kept is a new tensor: out may be probs
+    out.copy_(kept / row_sums(kept))  # kept is a new tensor: out may be probs
 
 
 def _bytes_moved(probs: Tensor, **_: object) -> int:
@@ -235,10 +233,10 @@ def _top_p_renorm_prob_reference(
     else:
         ps = top_p
     descending = torch.sort(probs, dim=1, descending=True).values
-    cumulative = descending.cumsum(dim=1)
+    cumulative = running_row_sums(descending)  # the same bits for a row at any batch
     target = ps.unsqueeze(1) * cumulative[:, -1:]
-    # m - 1: how many prefix sums stay below the target (they only grow along the row).
-    before = (cumulative < target).sum(dim=1, keepdim=True).clamp_(max=vocab - 1)
+    # m - 1: the first prefix sum that reaches the target (the last one does: top_p <= 1).
+    before = (cumulative >= target).byte().argmax(dim=1, keepdim=True).clamp_(max=vocab - 1)
     tau = descending.gather(1, before)
     # top_p = 1 keeps the row even where float32 prefix sums reach the total early.
     renormalise_at_least(probs, tau.masked_fill((ps >= 1).unsqueeze(1), -math.inf), out)

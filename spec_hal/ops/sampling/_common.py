@@ -19,6 +19,7 @@ from ...validation import (
     new_outputs,
     value_checks_enabled,
 )
+from ..rowwise import row_sums
 from .keyed import check_keys, check_step, keyed_exponential
 
 #: Exp(1) noise is clamped to this so that a zero draw cannot divide by zero (D2).
@@ -124,9 +125,12 @@ def check_sampling_keys(
 
 
 def tempered_softmax(logits: Tensor, temperatures: Tensor | None, out_probs: Tensor) -> None:
-    """``out_probs = softmax(logits / temperatures)`` over the vocabulary, computed in fp32."""
+    """``out_probs = softmax(logits / temperatures)`` over the vocabulary, computed in fp32, each
+    row's bits independent of the batch around it (its sum added in a fixed order, not by
+    ``torch.softmax``, whose reduction a slice or a lone row can change)."""
     scaled = logits.float() if temperatures is None else logits.float() / temperatures
-    out_probs.copy_(torch.softmax(scaled, dim=-1))
+    shifted = (scaled - scaled.amax(dim=-1, keepdim=True)).exp_()  # a maximum is exact in any order
+    torch.div(shifted, row_sums(shifted), out=out_probs)
 
 
 def argmax_nan_low(logits: Tensor) -> Tensor:
