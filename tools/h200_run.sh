@@ -49,11 +49,12 @@ python3 -m spec_hal info > "$OUT/info.txt" 2>&1; tail -n +1 "$OUT/info.txt" | he
 if [ "${CHECK_TIMEOUT:-300}" != 0 ]; then
     step conformance
     check() {  # check ROOT NAME: the conformance suite of the checkout at ROOT, reported as NAME
-        PYTHONPATH=$1 timeout "${CHECK_TIMEOUT:-300}" python3 -m spec_hal check --device cuda --report "$OUT/$2.json" \
-            ${CHECK_OPS:+--ops "$CHECK_OPS"} --inductor-ops assign_extend_cache_locs,move_kv_cache,verify_tree_greedy,draft_topk1_postprocess,generate_simulated_accept_index,verify_commit_step_indices,commit_mamba_states_after_verify > "$OUT/$2.log" 2>&1
+        # Run from ROOT: python -m puts the working directory first on the path, before PYTHONPATH.
+        (cd "$1" && PYTHONPATH=$1 timeout "${CHECK_TIMEOUT:-300}" python3 -m spec_hal check --device cuda --report "$OUT/$2.json" \
+            ${CHECK_OPS:+--ops "$CHECK_OPS"} --inductor-ops assign_extend_cache_locs,move_kv_cache,verify_tree_greedy,draft_topk1_postprocess,generate_simulated_accept_index,verify_commit_step_indices,commit_mamba_states_after_verify > "$OUT/$2.log" 2>&1)
     }
     if [ -n "${CHECK_BASE:-}" ]; then
-        SPEC_HAL_COMMIT=$(basename "$CHECK_BASE") check "$CHECK_BASE" conformance-cuda-base &
+        SPEC_HAL_COMMIT=$(basename "$CHECK_BASE") check "$(realpath "$CHECK_BASE")" conformance-cuda-base &
     fi
     check "$PWD" conformance-cuda
     wait
@@ -82,9 +83,9 @@ if [ -n "${AB_BASE:-}" ]; then
     step "A/B: $AB_BASE against this checkout (${AB_OPS:-all ops})"
     for side in base new; do
         root=$PWD commit=$SPEC_HAL_COMMIT
-        [ "$side" = base ] && root=$AB_BASE commit=$(basename "$AB_BASE")
-        SPEC_HAL_COMMIT=$commit PYTHONPATH=$root timeout "${AB_TIMEOUT:-240}" python3 -m spec_hal bench --device cuda --sizes "${AB_SIZES:-full}" \
-            ${AB_OPS:+--ops "$AB_OPS"} --json "$OUT/ab-$side.json" 2>&1 | tee "$OUT/ab-$side.log" | tail -40
+        [ "$side" = base ] && root=$(realpath "$AB_BASE") commit=$(basename "$AB_BASE")
+        (cd "$root" && SPEC_HAL_COMMIT=$commit PYTHONPATH=$root timeout "${AB_TIMEOUT:-240}" python3 -m spec_hal bench --device cuda \
+            --sizes "${AB_SIZES:-full}" ${AB_OPS:+--ops "$AB_OPS"} --json "$OUT/ab-$side.json" 2>&1 | tee "$OUT/ab-$side.log" | tail -40)
     done
 fi
 
