@@ -9,8 +9,9 @@
 # Stages: GPU_TESTS_TIMEOUT, CHECK_TIMEOUT, BENCH_TIMEOUT, SWEEP_TIMEOUT and DEMO_TIMEOUT bound the GPU
 # tests, the conformance suite, the bench, the launch-configuration sweep (off unless set) and the
 # demo (seconds); 0 skips that stage. AB_BASE (a folder holding another checkout) adds a same-run
-# A/B of the bench on AB_OPS at AB_SIZES (default full), bounded per side by AB_TIMEOUT. CHECK_OPS
-# (comma-separated op names) narrows the conformance suite; CHECK_BASE (another carried checkout)
+# A/B of the bench on AB_OPS at AB_SIZES (default full), AB_ROUNDS rounds, bounded per side and
+# round by AB_TIMEOUT. CHECK_OPS (comma-separated op names) narrows the conformance suite;
+# CHECK_BASE (another carried checkout)
 # runs that checkout's conformance suite beside this one's, in parallel (correctness only: nothing
 # is timed while they run). A full-size bench takes longer than fits beside the conformance suite in
 # one call: run them in two calls (CHECK_TIMEOUT=0 BENCH_TIMEOUT=540 for the bench).
@@ -79,13 +80,19 @@ fi
 if [ -n "${AB_BASE:-}" ]; then
     # A same-run A/B: AB_BASE is another checkout of spec_hal carried with the call (say a worktree of
     # the commit before a kernel change, in a folder .git/info/exclude ignores, named in carry); each
-    # side is benched in its own process on AB_OPS at AB_SIZES, this checkout after the base.
-    step "A/B: $AB_BASE against this checkout (${AB_OPS:-all ops})"
-    for side in base new; do
-        root=$PWD commit=$SPEC_HAL_COMMIT
-        [ "$side" = base ] && root=$(realpath "$AB_BASE") commit=$(basename "$AB_BASE")
-        (cd "$root" && SPEC_HAL_COMMIT=$commit PYTHONPATH=$root timeout "${AB_TIMEOUT:-240}" python3 -m spec_hal bench --device cuda \
-            --sizes "${AB_SIZES:-full}" ${AB_OPS:+--ops "$AB_OPS"} --json "$OUT/ab-$side.json" 2>&1 | tee "$OUT/ab-$side.log" | tail -40)
+    # side is benched in its own process on AB_OPS at AB_SIZES, AB_ROUNDS times (default 2) in the
+    # order base, new, new, base, ...: the process benched first in a lease was seen to time eager
+    # host calls slower, and the alternation cancels that drift. Reports: ab-<side>-<round>.json.
+    step "A/B: $AB_BASE against this checkout (${AB_OPS:-all ops}, ${AB_ROUNDS:-2} rounds)"
+    for round in $(seq "${AB_ROUNDS:-2}"); do
+        order="base new"; [ $((round % 2)) = 0 ] && order="new base"
+        for side in $order; do
+            root=$PWD commit=$SPEC_HAL_COMMIT
+            [ "$side" = base ] && root=$(realpath "$AB_BASE") commit=$(basename "$AB_BASE")
+            (cd "$root" && SPEC_HAL_COMMIT=$commit PYTHONPATH=$root timeout "${AB_TIMEOUT:-240}" python3 -m spec_hal bench \
+                --device cuda --sizes "${AB_SIZES:-full}" ${AB_OPS:+--ops "$AB_OPS"} --json "$OUT/ab-$side-$round.json" \
+                2>&1 | tee "$OUT/ab-$side-$round.log" | tail -40)
+        done
     done
 fi
 
