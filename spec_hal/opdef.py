@@ -76,7 +76,11 @@ def _variant_part(value: object) -> Hashable:
 def _takes_the_op(contract: Callable[..., Any]) -> bool:
     """Whether ``contract``'s first parameter is the op object (named ``op``, by position)."""
     first = next(iter(inspect.signature(contract).parameters.values()), None)
-    return first is not None and first.name == "op" and first.kind is first.POSITIONAL_OR_KEYWORD
+    return (
+        first is not None
+        and first.name == "op"
+        and first.kind in (first.POSITIONAL_ONLY, first.POSITIONAL_OR_KEYWORD)
+    )
 
 
 def _positional_names(fn: Callable[..., Any]) -> tuple[list[str], bool]:
@@ -120,6 +124,11 @@ class OpDef:
         self.__signature__ = signature
         self.__wrapped__ = contract
         params, _ = _positional_names(reference)
+        if "op" in params and _takes_the_op(contract):
+            raise TypeError(
+                f"op {self.name!r}: the contract's first parameter 'op' is taken as the op object, but "
+                "the reference has a parameter 'op' too: rename it"
+            )
         for name in (*self.mutates, *variant):
             if name not in params:
                 raise ValueError(

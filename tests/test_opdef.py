@@ -39,7 +39,7 @@ def test_every_public_device_op_is_an_op_object_with_its_reference():
     for name in device_ops:
         op = getattr(ops, name)
         assert op.name == name and op.__doc__ and callable(op.reference)
-        # The contract takes the op first and is the op's call; help() shows the parameters after it.
+        # The contract takes the op first and is the op's call; its signature shows the parameters after it.
         assert type(op).__call__ is op.contract
         contract_params = list(inspect.signature(op.contract).parameters.values())
         assert contract_params[0].name == "op"
@@ -63,6 +63,28 @@ def test_a_contract_without_the_op_parameter_is_called_through_the_op():
     assert type(_test_opdef_scale_plain).__call__ is OpDef.__call__
     assert list(inspect.signature(_test_opdef_scale_plain).parameters) == ["src", "factor", "out"]
     assert torch.equal(_test_opdef_scale_plain(torch.arange(3.0), 2), torch.arange(3.0) * 2)
+
+
+def test_a_positional_only_op_parameter_is_the_op_object():
+    @define_op(_scale_reference, mutates=("out",), op_class="latency")
+    def _test_opdef_scale_positional(
+        op: OpDef, /, src: Tensor, factor: int, out: Tensor | None = None
+    ) -> Tensor:
+        out = torch.empty_like(src) if out is None else out
+        op.dispatch(src.device, src, factor, out)
+        return out
+
+    assert list(inspect.signature(_test_opdef_scale_positional).parameters) == ["src", "factor", "out"]
+    assert torch.equal(_test_opdef_scale_positional(torch.arange(3.0), 2), torch.arange(3.0) * 2)
+
+
+def test_an_op_parameter_that_may_be_a_tensor_is_refused():
+    # An old-style contract whose first argument is a tensor named op would be called with the op.
+    def _op_reference(op: Tensor, out: Tensor) -> None:
+        out.copy_(op)
+
+    with pytest.raises(TypeError, match="the reference has a parameter 'op' too: rename it"):
+        define_op(_op_reference, mutates=("out",), op_class="latency")(lambda op, out: out)
 
 
 def test_variant_is_declared_by_argument_names():

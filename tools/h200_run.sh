@@ -21,7 +21,7 @@
 # (without it, and outside a git checkout, reports say commit "unknown").
 set -uo pipefail
 export PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/spec_hal_out}
+OUT=$(realpath -m "${OUT:-/tmp/spec_hal_out}")  # absolute: base checkouts run from their own folder
 mkdir -p "$OUT"
 if [ -f .cache/triton.tgz ]; then mkdir -p ~/.triton && tar -xzf .cache/triton.tgz -C ~/.triton; fi
 step() { echo; echo "=== $* ($(date +%T))"; }

@@ -36,7 +36,7 @@ from ..validation import (
     new_output,
     value_checks_enabled,
 )
-from .rowwise import row_sums, running_row_sums
+from .rowwise import first_true, row_sums, running_row_sums
 
 __all__ = ["top_k_renorm_prob", "top_p_renorm_prob"]
 
@@ -235,8 +235,9 @@ def _top_p_renorm_prob_reference(
     descending = torch.sort(probs, dim=1, descending=True).values
     cumulative = running_row_sums(descending)  # the same bits for a row at any batch
     target = ps.unsqueeze(1) * cumulative[:, -1:]
-    # m - 1: the first prefix sum that reaches the target (the last one does: top_p <= 1).
-    before = (cumulative >= target).byte().argmax(dim=1, keepdim=True).clamp_(max=vocab - 1)
+    # m - 1: the first prefix sum that reaches the target (none may, through rounding, where top_p is
+    # near 1: then the last).
+    before = first_true(cumulative >= target).clamp_(max=vocab - 1).unsqueeze(1)
     tau = descending.gather(1, before)
     # top_p = 1 keeps the row even where float32 prefix sums reach the total early.
     renormalise_at_least(probs, tau.masked_fill((ps >= 1).unsqueeze(1), -math.inf), out)

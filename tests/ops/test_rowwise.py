@@ -46,31 +46,47 @@ def test_a_row_adds_to_the_same_bits_alone_in_a_slice_and_in_a_batch():
         assert torch.equal(reduce(batch.flip(0)), whole.flip(0))
 
 
-@pytest.fixture
-def batch_dependent_reductions(monkeypatch):
-    """torch's row reductions and scans made to fail: where the batch can change their order of
-    addition on some device, a reference must not call them."""
+#: The row-wise ops whose portable references add along a row (D8 (b)).
+ADDING_ALONG_A_ROW = (
+    "renorm_draft_probs",
+    "sample_draft_proposal",
+    "top_k_renorm_prob",
+    "top_p_renorm_prob",
+    "tree_speculative_sampling_target_only",
+    "chain_speculative_sampling",
+)
 
-    def refuse(name):
-        def call(*args, **kwargs):
-            raise AssertionError(f"{name}: its order of addition may depend on the batch")
+
+def _provider_calls(op: str) -> list[tuple]:
+    """The provider arguments of every small conformance case of ``op`` (with a non-empty batch)."""
+    from spec_hal.conformance import runner
+
+    cpu = torch.device("cpu")
+    calls = []
+    for case in runner.all_cases():
+        if case.op == op and case.small:
+            calls += runner.provider_args(case, runner.fresh_build(case, cpu))
+    return calls
+
+
+@pytest.mark.parametrize("op", ADDING_ALONG_A_ROW)
+def test_the_row_wise_references_add_without_torchs_reductions(op, monkeypatch):
+    """torch's row reductions and scans made to fail while the reference runs: where the batch can
+    change their order of addition on some device, a reference must not call them."""
+    calls = _provider_calls(op)
+    assert calls
+
+    def refused(name, original):
+        def call(tensor, *args, **kwargs):
+            if tensor.is_floating_point():  # integer sums are exact in any order
+                raise AssertionError(f"{name} of floats: its order of addition may depend on the batch")
+            return original(tensor, *args, **kwargs)
 
         return call
 
-    for owner in (torch, torch.Tensor):
-        for name in ("sum", "cumsum", "softmax", "logsumexp"):
-            monkeypatch.setattr(owner, name, refuse(name))
-    monkeypatch.setattr(torch.nn.functional, "softmax", refuse("softmax"))
-
-
-def test_the_row_wise_references_add_without_torchs_reductions(batch_dependent_reductions):
-    probs = rows(3, 50) / 25  # any non-negative rows
-    logits = rows(3, 50, seed=2) * 8
-    temperatures = torch.full((3, 1), 0.7)
-    out = torch.empty(3, 50)
-    ops.top_k_renorm_prob.reference(probs, None, 5, out)
-    ops.top_p_renorm_prob.reference(probs, None, 0.8, out)
-    ops.renorm_draft_probs.reference(logits, temperatures, out)
-    q, q_x, x = torch.empty(3, 50), torch.empty(3, 1), torch.empty(3, 1, dtype=torch.int64)
-    noise = torch.rand(3, 50) + 0.5
-    ops.sample_draft_proposal.reference(logits, temperatures, None, noise, None, None, 0, q, q_x, x)
+    for owner in (torch, torch.Tensor, torch.nn.functional):
+        for name in ("sum", "cumsum", "softmax", "log_softmax", "logsumexp", "mean"):
+            if hasattr(owner, name):
+                monkeypatch.setattr(owner, name, refused(name, getattr(owner, name)))
+    for args in calls:
+        getattr(ops, op).reference(*args)

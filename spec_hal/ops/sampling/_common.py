@@ -155,3 +155,11 @@ def check_positive_temperatures(temperatures: Tensor, device: torch.device) -> N
 
 def check_float_matrix(name: str, value: object) -> Tensor:
     return check_tensor(name, value, dtype=FLOAT_DTYPES, ndim=2)
+
+
+def check_logits(logits: object) -> Tensor:
+    """``[B, V]`` floating logits over a non-empty vocabulary."""
+    logits = check_float_matrix("logits", logits)
+    if logits.shape[1] == 0:
+        raise ValueError("logits: expected a non-empty vocabulary (V >= 1)")
+    return logits

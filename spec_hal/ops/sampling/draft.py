@@ -22,6 +22,7 @@ from ._common import (
     OutputSpec,
     check_float_matrix,
     check_generator,
+    check_logits,
     check_positive_temperatures,
     check_sampling_keys,
     check_temperatures,
@@ -218,7 +219,7 @@ def renorm_draft_probs(
     Returns:
         ``probs``.
     """
-    check_float_matrix("logits", logits)
+    check_logits(logits)
     if not isinstance(use_rejection_sampling, bool):
         raise TypeError(
             f"use_rejection_sampling: expected a bool, got {type(use_rejection_sampling).__name__}"

@@ -27,6 +27,7 @@ from ._common import (
     OutputSpec,
     argmax_nan_low,
     check_float_matrix,
+    check_logits,
     outputs,
 )
 
@@ -81,10 +82,8 @@ def draft_topk1_postprocess(
     Returns:
         ``(topk_p, topk_index)``.
     """
-    check_float_matrix("logits", logits)
+    check_logits(logits)
     batch, vocab = logits.shape
-    if vocab == 0:
-        raise ValueError("logits: expected a non-empty vocabulary (V >= 1)")
     if vocab > 1 and logits.stride()[1] != 1:
         raise ValueError(f"logits: expected unit stride along V, got strides {logits.stride()}")
     check_index("positions", positions, shape=(batch,))
@@ -407,10 +406,8 @@ def draft_extend_topk1_postprocess(
     Returns:
         ``(topk_p, topk_index, hidden or None, dsa or None)``; gathered rows keep their dtype.
     """
-    check_float_matrix("logits", logits)
+    check_logits(logits)
     num_rows, vocab = logits.shape
-    if vocab == 0:
-        raise ValueError("logits: expected a non-empty vocabulary (V >= 1)")
     check_index("row_indices", row_indices)
     batch = row_indices.shape[0]
     hidden_spec: OutputSpec | None = None

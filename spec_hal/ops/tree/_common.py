@@ -10,6 +10,7 @@ from torch import Tensor
 
 from ..._constants import TreeMaskMode
 from ...validation import check_output, new_output
+from ..rowwise import first_true, running_row_sums
 
 MASK_MODES = frozenset(int(mode) for mode in TreeMaskMode)  # dynamo cannot trace tuple(EnumType)
 
@@ -85,13 +86,6 @@ def scatter_distinct_bool_(flat: Tensor, index: Tensor, values: Tensor) -> None:
     flat.scatter_(0, torch.where(inside, index, size - 1), torch.where(inside, values, last_value))
 
 
-def first_true(mask: Tensor) -> Tensor:
-    """Index of the first True along the last dim, or its length where there is none."""
-    width = mask.shape[-1]
-    positions = torch.arange(width, device=mask.device)
-    return torch.where(mask, positions, width).min(-1).values  # min(dim) beats amin on small rows
-
-
 def or_none(index: Tensor, limit: int) -> Tensor:
     """Reduction results equal to ``limit`` (nothing found) become the -1 sentinel."""
     return torch.where(index < limit, index, -1)
@@ -127,9 +121,9 @@ def sample_inverse_cdf(weights: Tensor, coin: Tensor, *, fallback_last_positive:
     sum exceeds ``coin * sum``. Where none does (rounding, an all-zero row) the tree kernel falls back
     to the last positive index, the chain kernel (and the tree kernel on an all-zero row) to V-1."""
     vocab = weights.shape[-1]
-    # The total is the running sum's last entry: a reduction of a lone row would add it in another
-    # order than in a batch (torch splits reductions with few outputs).
-    running = weights.cumsum(-1)
+    # Running sums in a fixed order (torch's scan adds a lone row in another order than a batch's);
+    # the total is their last entry.
+    running = running_row_sums(weights)
     threshold = coin * running[:, -1]
     first = first_true(running > threshold[:, None])
     fallback = torch.full_like(first, vocab - 1)

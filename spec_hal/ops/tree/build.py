@@ -24,6 +24,7 @@ from ...validation import (
     new_outputs,
     value_checks_enabled,
 )
+from ..rowwise import first_true
 from ._common import (
     BITPACK_ALLOC,
     BITPACK_DTYPES,
@@ -31,7 +32,6 @@ from ._common import (
     MAX_BITPACK_NODES,
     check_index_list,
     check_int,
-    first_true,
     full_mask_tree_columns,
     next_siblings,
     or_none,

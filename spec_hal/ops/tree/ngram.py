@@ -17,8 +17,8 @@ from ...validation import (
     exact_sum,
     value_checks_enabled,
 )
+from ..rowwise import first_true
 from ._common import (
-    first_true,
     full_mask_tree_columns,
     next_siblings,
     or_none,

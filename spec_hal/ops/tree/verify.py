@@ -17,11 +17,11 @@ from ...validation import (
     new_output,
     value_checks_enabled,
 )
+from ..rowwise import first_true, running_row_sums
 from ._common import (
     MIN_THRESHOLD,
     check_float,
     commit_path,
-    first_true,
     padded_tokens,
     sample_inverse_cdf,
     walk_tree,
@@ -198,7 +198,7 @@ def _tree_speculative_sampling_target_only_reference(
         # Each sibling is accepted with its target probability: the coin's position in the running
         # sum of the siblings' probabilities picks it.
         coin = uniform_samples[batch, row]
-        accepted = usable & ((coin <= prob.cumsum(1) / threshold_acc) | (prob >= threshold_single))
+        accepted = usable & ((coin <= running_row_sums(prob) / threshold_acc) | (prob >= threshold_single))
         position = first_true(accepted)
         # Rejected siblings leave the residual: draft_probs[row, t] = p (requests that stopped walking
         # re-examine their last node: they write nothing). Every other lane repeats the first lane

@@ -46,6 +46,7 @@ def bad_cases() -> list[BadCase]:
         bad_case("renorm_draft_probs", "temperatures_missing", renorm, ValueError, "temperatures", temperatures=None),
         bad_case("renorm_draft_probs", "temperatures_device", renorm, ValueError, "temperatures", temperatures=lambda x: x.to("meta")),
         bad_case("renorm_draft_probs", "flag_not_bool", renorm, TypeError, "use_rejection_sampling", use_rejection_sampling=1),
+        bad_case("renorm_draft_probs", "empty_vocabulary", renorm, ValueError, "logits", logits=lambda x: x[:, :0], probs=None),
         bad_case("renorm_draft_probs", "probs_dtype", renorm, TypeError, "probs", probs=lambda x: x.double()),
         bad_case("renorm_draft_probs", "probs_shape", renorm, ValueError, "probs", probs=lambda x: x[:, 1:]),
         bad_case("renorm_draft_probs", "zero_temperature", renorm, ValueError, "temperatures", value_check=True, temperatures=with_entry((1, 0), 0)),
