@@ -16,8 +16,9 @@ signature: every output passed in as a tensor, scalars validated, returns None) 
 
 ``spec_hal.ops.assign_extend_cache_locs`` is then the :class:`OpDef`: calling it runs the contract,
 which is the op class's ``__call__`` (its first parameter, ``op``, is the op object; callers and
-``inspect.signature`` see the parameters after it). It carries ``.reference``, ``.register_impl``, ``.mutates``, ``.op_class``, ``.variant`` (the
-argument names a provider may specialise on) and ``.bytes_moved(...)``.
+``inspect.signature`` see the parameters after it). It carries ``.reference``, ``.register_impl``,
+``.mutates``, ``.op_class``, ``.variant`` (the argument names a provider may specialise on) and
+``.bytes_moved(...)``.
 
 ``dispatch`` is the hot path: one dict lookup keyed by (tensor device, variant) and a direct call
 of the bound provider. Only while ``torch.compile`` traces does it go through
@@ -119,12 +120,13 @@ class OpDef:
         #: (shown by ``spec-hal info`` as the vendor's intent); None: the family's own words.
         self.portable_reason = portable_reason
         signature = inspect.signature(contract)
-        if _takes_the_op(contract):  # the public signature: the parameters after ``op``
+        takes_the_op = _takes_the_op(contract)
+        if takes_the_op:  # the public signature: the parameters after ``op``
             signature = signature.replace(parameters=tuple(signature.parameters.values())[1:])
         self.__signature__ = signature
         self.__wrapped__ = contract
         params, _ = _positional_names(reference)
-        if "op" in params and _takes_the_op(contract):
+        if takes_the_op and "op" in params:
             raise TypeError(
                 f"op {self.name!r}: the contract's first parameter 'op' is taken as the op object, but "
                 "the reference has a parameter 'op' too: rename it"
@@ -152,7 +154,7 @@ class OpDef:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         # Only for a contract that does not take the op first: :func:`define_op` makes a contract
         # that does the op class's own __call__, which spares this frame (torch.compile traces a
-        # call of an object through a __call__ function taking the object, so a staticmethod would not do).
+        # call of an object through a __call__ function taking the object: a staticmethod will not do).
         return self.contract(*args, **kwargs)
 
     def dispatch(self, device: torch.device, *args: Any) -> None:

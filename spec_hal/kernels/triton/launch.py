@@ -34,10 +34,9 @@ keep: a ``JITFunction``'s ``device_caches`` (its argument binder), a compiled ke
 :func:`tritons_binder` and :func:`pack_args`. Triton's public API (``triton.knobs``,
 ``triton.runtime.driver``, ``triton.compile``) is used where it is needed, and ``spec-hal compile``
 also reads what a JIT function and a compiled kernel show of themselves (``fn``, ``params``,
-``metadata``, ``asm``), as Triton's own tools do. The plan keys follow
-Triton's specialisation rules (16-byte alignment, ints equal to 1, ...), checked against the
-installed Triton's binder by the CPU tests: one more reason a release is verified before its
-launches are planned.
+``metadata``, ``asm``), as Triton's own tools do. The plan keys follow Triton's specialisation rules
+(16-byte alignment, ints equal to 1, ...), checked against the installed Triton's binder by the CPU
+tests: one more reason a release is verified before its launches are planned.
 
 **The gate.** Planned launches are made on the Triton releases in :data:`VERIFIED_TRITON` only. On
 another release, or once learning a launcher fails (:func:`learning_failed`), every launch takes
