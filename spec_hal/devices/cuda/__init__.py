@@ -47,7 +47,7 @@ DESCRIPTOR = DeviceDescriptor(
     triton_backend="cuda",
     compile_targets=COMPILE_TARGETS,
     evidence=(
-        "hardware: H200 (tools/h200_run.sh)",
+        "hardware: H200, H100 (tools/h200_run.sh)",
         compiled_ahead_of_time(COMPILE_TARGETS),
         "Triton interpreter",
     ),
