@@ -464,7 +464,8 @@ def print_check(data: dict[str, Any]) -> None:
         if data.get("emulated")
         else data["device"]
     )
-    print(f"conformance on {where} ({data['seconds']} s): {summary_line(data['summary'])}")
+    on = f"{data['device_name']}, " if data.get("device_name") else ""  # reports before it lack the name
+    print(f"conformance on {where} ({on}{data['seconds']} s): {summary_line(data['summary'])}")
     width = max((len(op) for op, _ in table), default=10)
     print(f"  {'op':<{width}}  {'provider':<12} pass  fail  skip")
     for (op, provider), cell in sorted(table.items()):

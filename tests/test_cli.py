@@ -190,6 +190,12 @@ def test_check_summary_counts_pass_fail_skip_in_that_order_and_groups_skip_reaso
     print_check({"device": "cpu", "seconds": 1.0, "summary": {"pass": 1, "skip": 3}, "results": results})
     out = capsys.readouterr().out
     assert out.splitlines()[0] == "conformance on cpu (1.0 s): 1 pass, 3 skip"
+    named = {"device": "cuda", "device_name": "NVIDIA H100 80GB HBM3", "seconds": 2.0, "summary": {"pass": 1}}
+    print_check({**named, "results": results[:1]})
+    assert (
+        capsys.readouterr().out.splitlines()[0]
+        == "conformance on cuda (NVIDIA H100 80GB HBM3, 2.0 s): 1 pass"
+    )
     assert (
         "skip reasons:\n"
         f"     2 skipped: {generator} (fast_sample, sample_draft_proposal)\n"

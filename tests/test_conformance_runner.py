@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 import torch
 from builtin_vendors import ACCELERATORS
 
@@ -64,9 +65,54 @@ def test_every_device_op_and_provider_gets_one_opcheck():
     assert not [row for row in without if row[2] == "opcheck"]
 
 
-def test_the_report_carries_its_schema_version():
+def test_the_report_carries_its_schema_version_and_what_it_ran_on(monkeypatch):
+    import platform
+
     data = runner.report([], registry.device("cpu"), 0.0)
     assert data["schema_version"] == runner.SCHEMA_VERSION == 1
+    assert (
+        data["device_name"]
+        == f"{platform.processor() or platform.machine()} ({torch.get_num_threads()} threads)"
+    )
+    # An accelerator's report names its model, as its runtime does: not just "cuda".
+    runtime = type("Runtime", (), {"device_name": lambda self, device: f"model of {device}"})()
+    monkeypatch.setattr(registry, "runtime_of", lambda descriptor: runtime)
+    assert runner.report([], registry.device("cuda"), 0.0)["device_name"] == "model of cuda"
+    assert (
+        runner.report([], registry.device("cuda"), 0.0, emulated=True)["device_name"] == data["device_name"]
+    )
+
+
+def test_an_empty_capture_is_not_reported_as_a_wrong_stream(monkeypatch):
+    """A case on empty tensors launches nothing: torch's warning that the captured graph is empty
+    (and so on a wrong device or stream) is not shown; any other warning of the capture is."""
+    import warnings
+
+    from spec_hal import runtime
+
+    def capture(fn, device, generators=()):
+        fn()
+        warnings.warn(
+            "The CUDA Graph is empty. This usually means ... wrong device or stream.",
+            UserWarning,
+            stacklevel=2,
+        )
+        return fn
+
+    monkeypatch.setattr(runtime, "capture_graph", capture)
+    case = _invariance_case("keyed_uniform")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert runner.run_replay_invariance_case(case, CPU, "portable") == []
+    assert caught == []
+
+    def capture_warning_otherwise(fn, device, generators=()):
+        warnings.warn("another capture warning", UserWarning, stacklevel=2)
+        return fn
+
+    monkeypatch.setattr(runtime, "capture_graph", capture_warning_otherwise)
+    with pytest.warns(UserWarning, match="another capture warning"):
+        runner.run_replay_invariance_case(case, CPU, "portable")
 
 
 def test_an_absent_device_is_named_with_its_probes_reason():

@@ -27,7 +27,14 @@ from .. import ops as public_ops
 from .. import registry, runtime
 from .._version import __version__
 from ..conformance.case import bench_facts_of
-from ..conformance.runner import bench_facts, builders, device_context, tensors_in, torch_device_of
+from ..conformance.runner import (
+    bench_facts,
+    builders,
+    device_context,
+    device_model,
+    tensors_in,
+    torch_device_of,
+)
 from ..ops.sampling._common import exponential_noise
 from ..reporting import git_commit, versions
 from ..testing import use_provider
@@ -319,7 +326,7 @@ def run(
     data: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "device": descriptor.name,
-        "device_name": _device_name(descriptor, device),
+        "device_name": device_model(descriptor, device),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "commit": git_commit(),
         "sizes": which,
@@ -522,15 +529,6 @@ def _row(
         achieved = measured["bytes"] / (device_us * 1e-6) / 1e9
         row["pct_copy_bw"] = round(100 * achieved / data["copy_bandwidth_gbs"], 1)
     return row
-
-
-def _device_name(descriptor: registry.DeviceDescriptor, device: torch.device) -> str:
-    if device.type == "cpu":
-        import platform
-
-        return f"{platform.processor() or platform.machine()} ({torch.get_num_threads()} threads)"
-    rt = registry.runtime_of(descriptor)
-    return str(getattr(rt, "device_name", lambda d: descriptor.name)(device))
 
 
 def _launch_floor(device: torch.device) -> tuple[float | None, float | None, float | None]:

@@ -17,6 +17,7 @@ import importlib
 import pkgutil
 import re
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -109,6 +110,17 @@ def all_bad_cases() -> list[BadCase]:
 def torch_device_of(descriptor: DeviceDescriptor, emulated: bool = False) -> torch.device:
     """The torch device a vendor's cases run on: CPU tensors when emulated."""
     return CPU if emulated else torch.device(descriptor.device_type)
+
+
+def device_model(descriptor: DeviceDescriptor, device: torch.device) -> str:
+    """What the runs on ``device`` ran on, for reports: the accelerator's model as its runtime names
+    it, or the host's processor and threads for CPU tensors (the CPU, an emulated vendor)."""
+    if device.type == "cpu":
+        import platform
+
+        return f"{platform.processor() or platform.machine()} ({torch.get_num_threads()} threads)"
+    rt = registry.runtime_of(descriptor)
+    return str(getattr(rt, "device_name", lambda d: descriptor.name)(device))
 
 
 def device_context(descriptor: DeviceDescriptor, emulated: bool = False) -> Any:
@@ -336,6 +348,17 @@ def signature(kwargs: dict[str, Any]) -> tuple[Any, ...]:
     return tensors, scalars
 
 
+def _capture_call(
+    case: Case, buffers: dict[str, Any], holder: dict[str, Any], device: torch.device
+) -> Callable[[], None]:
+    """Capture a call of ``case`` on ``buffers`` (its result kept in ``holder``) and return the replay.
+    A call on empty tensors launches nothing: torch then warns that the graph is empty and guesses a
+    wrong device or stream, which is no fault of the op (the replay is checked all the same)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"The \w+ Graph is empty", category=UserWarning)
+        return runtime.capture_graph(lambda: holder.__setitem__("result", call(case, buffers)), device)
+
+
 def run_graph_case(case: Case, partner: Case, device: torch.device, provider: str) -> Outcome:
     """Capture a call on ``case``'s buffers, write ``partner``'s inputs (same shapes, other values)
     into them, replay, and compare with the reference on ``partner``: no sync, no allocation, no
@@ -350,7 +373,7 @@ def run_graph_case(case: Case, partner: Case, device: torch.device, provider: st
         call(case, case.build(device))  # bind and warm up outside the capture
         runtime.synchronize(device)
         holder: dict[str, Any] = {}
-        replay = runtime.capture_graph(lambda: holder.__setitem__("result", call(case, buffers)), device)
+        replay = _capture_call(case, buffers, holder, device)
     for (_, dst), (_, src) in zip(tensors_in(buffers), tensors_in(partner.build(device)), strict=True):
         dst.copy_(src)
     replay()
@@ -549,7 +572,7 @@ def run_replay_invariance_case(case: Case, device: torch.device, provider: str) 
         runtime.synchronize(device)
         buffers = fresh_build(case, device)
         holder: dict[str, Any] = {}
-        replay = runtime.capture_graph(lambda: holder.__setitem__("result", call(case, buffers)), device)
+        replay = _capture_call(case, buffers, holder, device)
     replay()
     runtime.synchronize(device)
     return [
@@ -669,6 +692,7 @@ def report(
         "schema_version": SCHEMA_VERSION,
         "device": descriptor.name,
         "torch_device_type": descriptor.device_type,
+        "device_name": device_model(descriptor, torch_device_of(descriptor, emulated)),
         "emulated": emulated,
         "commit": git_commit(),
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
