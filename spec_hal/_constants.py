@@ -7,6 +7,12 @@ import enum
 
 import torch
 
+#: One past the largest step, position and lane of a keyed draw's key (seed, position, step, domain,
+#: lane): the counter that Philox reads packs them (``spec_hal.ops.sampling.keyed``).
+STEP_LIMIT = 1 << 16
+POSITION_LIMIT = 1 << 48
+LANE_LIMIT = 1 << 34
+
 #: The token id simulated acceptance writes where a draft token is not real (sglang's value).
 SIMULATED_TOKEN = 100
 

@@ -54,23 +54,26 @@ def strict() -> bool:
     return _flag(ENV_STRICT)
 
 
-_debug: bool | None = None
+#: ``SPEC_HAL_DEBUG`` as :func:`debug` read it; None before it is asked and after :func:`reload`. The
+#: accelerators' value-check gate reads it here and calls :func:`debug` only while it is None, so
+#: that a warm op call enters no function of this module.
+debug_read: bool | None = None
 
 
 def debug() -> bool:
     """``SPEC_HAL_DEBUG``, read on the first call that asks and kept (every accelerator op call
     asks: an environment read each time would cost more than the checks it gates); :func:`reload`
     reads it again."""
-    global _debug
-    if _debug is None:
-        _debug = _flag(ENV_DEBUG)
-    return _debug
+    global debug_read
+    if debug_read is None:
+        debug_read = _flag(ENV_DEBUG)
+    return debug_read
 
 
 def reload() -> None:
     """Read the cached variables again at their next use (after changing ``SPEC_HAL_DEBUG``)."""
-    global _debug
-    _debug = None
+    global debug_read
+    debug_read = None
 
 
 def use_modelscope() -> bool:

@@ -14,8 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import torch
+from torch import Tensor
 
 from . import config, registry, runtime
+from ._constants import POSITION_LIMIT, STEP_LIMIT
 from .opdef import is_compiling
 
 INDEX_DTYPES = (torch.int32, torch.int64)
@@ -178,7 +180,10 @@ def value_checks_enabled(device: torch.device) -> bool:
     kind = device_kind(device)
     if kind == "cpu":
         return not is_compiling()
-    return kind != "meta" and config.debug() and not is_compiling()
+    debug = config.debug_read
+    if debug is None:
+        debug = config.debug()
+    return kind != "meta" and debug and not is_compiling()
 
 
 def check_range(name: str, value: torch.Tensor, low: int, high: int, *, allow: int | None = None) -> None:
@@ -387,3 +392,117 @@ def empty(shape: Sequence[int], dtype: torch.dtype, device: torch.device) -> tor
     if len(shape):
         return torch.empty(*shape, dtype=dtype, device=device)
     return torch.empty((), dtype=dtype, device=device)
+
+
+# --------------------------------------------------------------------------------------------------
+# Checks that contracts of several modules share (a warm call then passes no family module)
+
+
+OutputSpec = tuple[str, Sequence[int], torch.dtype]
+
+
+def checked_outputs(
+    out: object, specs: Sequence[OutputSpec | None], device: torch.device
+) -> list[Tensor | None]:
+    """The outputs of a bare ``out=`` tuple (flattened), checked against ``specs``; allocated when None.
+
+    A None spec is an output the call does not produce (e.g. ``hidden`` without hidden states): its
+    ``out`` entry must be None too.
+    """
+    if out is None:
+        wanted = [spec[1:] for spec in specs if spec is not None]
+        allocated = iter(new_outputs(wanted, device) if wanted else ())
+        return [None if spec is None else next(allocated) for spec in specs]
+    if not isinstance(out, (tuple, list)) or len(out) != len(specs):
+        raise ValueError(f"out: expected a tuple of {len(specs)} entries shaped like the returns")
+    checked: list[Tensor | None] = []
+    for position, (given, spec) in enumerate(zip(out, specs, strict=True)):
+        if spec is None:
+            if given is not None:
+                raise ValueError(f"out[{position}]: expected None, this call has no such output")
+            checked.append(None)
+        else:
+            name, shape, dtype = spec
+            checked.append(check_output(name, given, dtype=dtype, device=device, shape=shape))
+    return checked
+
+
+def check_float_matrix(name: str, value: object) -> Tensor:
+    return check_tensor(name, value, dtype=FLOAT_DTYPES, ndim=2)
+
+
+def check_logits(logits: object) -> Tensor:
+    """``[B, V]`` floating logits over a non-empty vocabulary."""
+    logits = check_float_matrix("logits", logits)
+    if logits.shape[1] == 0:
+        raise ValueError("logits: expected a non-empty vocabulary (V >= 1)")
+    return logits
+
+
+def check_step(step: object) -> int:
+    if isinstance(step, bool) or not isinstance(step, int):
+        raise TypeError(f"step: expected an int, got {type(step).__name__}")
+    if not 0 <= step < STEP_LIMIT:
+        raise ValueError(f"step: expected an int in [0, 2**16), got {step}")
+    return step
+
+
+def check_keys(seeds: object, positions: object, batch: int | None = None) -> int:
+    """``seeds`` and ``positions`` as ``[B]`` int64 (B = ``batch`` where given): B."""
+    shape = None if batch is None else (batch,)
+    seeds = check_tensor("seeds", seeds, dtype=torch.int64, ndim=1, shape=shape)
+    check_tensor("positions", positions, dtype=torch.int64, shape=tuple(seeds.shape))
+    return seeds.shape[0]
+
+
+def check_positions(positions: Tensor, device: torch.device) -> None:
+    # A position past 2**48 would share its counter with another step's draws.
+    if value_checks_enabled(device):
+        check_range("positions", positions, 0, POSITION_LIMIT)
+
+
+def check_req_to_token(name: str, value: object) -> Tensor:
+    return check_tensor(name, value, dtype=torch.int32, ndim=2)
+
+
+def check_capacity(name: str, tensor: Tensor, needed: int, what: str) -> None:
+    if tensor.numel() < needed:
+        raise ValueError(f"{name}: needs at least {needed} elements ({what}), has {tensor.numel()}")
+
+
+def tree_index_outputs(
+    device: torch.device,
+    bs: int,
+    num_nodes: int,
+    positions: Tensor | None,
+    links: tuple[Tensor | None, Tensor | None, Tensor | None],
+    *,
+    fill: int | None = None,
+) -> tuple[Tensor, list[Tensor]]:
+    """``positions`` ``[bs*D]`` and the three retrieve links ``[bs, D]`` (index, next token, next
+    sibling), int64: each checked where given, allocated (filled with ``fill``) where None."""
+    if positions is None:
+        positions = new_output((bs * num_nodes,), torch.int64, device)
+    check_output("positions", positions, dtype=torch.int64, device=device, shape=(bs * num_nodes,))
+    checked = []
+    for name, given in zip(
+        ("retrieve_index", "retrieve_next_token", "retrieve_next_sibling"), links, strict=True
+    ):
+        if given is None:
+            given = new_output((bs, num_nodes), torch.int64, device, fill=fill)
+        checked.append(check_output(name, given, dtype=torch.int64, device=device, shape=(bs, num_nodes)))
+    return positions, checked
+
+
+def trailing_dims_contiguous(tensor: Tensor, first_dim: int) -> bool:
+    """Whether dims ``first_dim..`` of ``tensor`` are laid out contiguously (size-1 dims ignored)."""
+    if tensor.is_contiguous():  # the usual case: one call instead of a walk over the dims
+        return True
+    shape, strides = tensor.shape, tensor.stride()
+    expected = 1
+    for dim in range(len(shape) - 1, first_dim - 1, -1):  # indexed: no sliced or reversed copies
+        size = shape[dim]
+        if size != 1 and strides[dim] != expected:
+            return False
+        expected *= size
+    return True

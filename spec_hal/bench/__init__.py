@@ -35,7 +35,7 @@ from ..conformance.runner import (
     tensors_in,
     torch_device_of,
 )
-from ..ops.sampling._common import exponential_noise
+from ..ops.sampling.draft import exponential_noise
 from ..reporting import git_commit, versions
 from ..testing import use_provider
 from . import host

@@ -29,6 +29,7 @@ from ..validation import (
     check_tensor,
     common_device,
     new_output,
+    trailing_dims_contiguous,
     value_checks_enabled,
 )
 
@@ -36,20 +37,6 @@ __all__ = ["KVBuffers", "move_kv_cache", "move_accept_tokens_to_target_kvcache"]
 
 # Vectorised copy providers move 16-byte words: rows and buffers must sit on that boundary.
 _VECTOR_BYTES = 16
-
-
-def _trailing_dims_contiguous(tensor: Tensor, first_dim: int) -> bool:
-    """Whether dims ``first_dim..`` of ``tensor`` are laid out contiguously (size-1 dims ignored)."""
-    if tensor.is_contiguous():  # the usual case: one call instead of a walk over the dims
-        return True
-    shape, strides = tensor.shape, tensor.stride()
-    expected = 1
-    for dim in range(len(shape) - 1, first_dim - 1, -1):  # indexed: no sliced or reversed copies
-        size = shape[dim]
-        if size != 1 and strides[dim] != expected:
-            return False
-        expected *= size
-    return True
 
 
 def _redirect_masked_lanes(valid: Tensor, *lane_indices: Tensor) -> tuple[Tensor, ...]:
@@ -178,7 +165,7 @@ class KVBuffers:
                 raise ValueError(
                     f"{name}: expected device {first.device} (the device of buffers[0]), got {buffer.device}"
                 )
-            if not _trailing_dims_contiguous(buffer, 1):
+            if not trailing_dims_contiguous(buffer, 1):
                 raise ValueError(f"{name}: each row must be contiguous in memory (strides {buffer.stride()})")
             row_numel = buffer.shape[1:].numel()
             if buffer.shape[0] > 1 and buffer.stride()[0] < row_numel:

@@ -28,7 +28,6 @@ from spec_hal.conformance.cases import kv as kv_cases
 from spec_hal.conformance.runner import compare, run_case
 from spec_hal.kernels.triton import kv as kv_kernels
 from spec_hal.kernels.triton.config import INTERPRETER, LaunchConfig
-from spec_hal.kernels.triton.kv import accept as kv_accept
 from spec_hal.kernels.triton.kv import move as kv_move
 from spec_hal.ops import KVBuffers
 from spec_hal.testing import emulate, isolated_registry
@@ -266,7 +265,7 @@ def test_accept_locs_grid_limit():
     args = [kwargs[name] for name in names] + [kwargs["tgt_loc"], kwargs["src_loc"]]
     want = copy.deepcopy(args)
     registry.ops()["move_accept_tokens_to_target_kvcache"].reference(*want)
-    kv_accept._accept_locs(config, *args)
+    kv_move._accept_locs(config, *args)
     assert compare(args, want) == []
 
 

@@ -91,3 +91,34 @@ def test_a_warm_planned_call_passes_at_most_five_files(triton_vendor, planned_to
     assert entered(stops, "kernels/triton/launch.py").count("takes_tritons_path") == 1
     assert len(files(stops)) <= 5 and not _unexpected(stops), stops
     assert entered(stops, "opdef.py") == ["dispatch"]
+
+
+#: Ops whose warm call passes more files, and why: the mamba commit runs G1's and G2's argument
+#: checks, each kept with its stage's contract (``ops/mamba/steps.py``, ``scatter.py``).
+MORE_FILES = {"commit_mamba_states_after_verify": 7}
+
+
+def test_every_ops_warm_call_on_an_accelerator_passes_at_most_five_files(triton_vendor, monkeypatch):
+    """Every op of every family, Triton-served or portable, on its small cases: the contract's
+    module, ``validation`` (every check several contract modules share is there), ``opdef``, the
+    provider's module and ``launch``. CPU tensors stand in for the accelerator's, with value checks
+    off as on an accelerator without ``SPEC_HAL_DEBUG`` (on CPU tensors they read the data, and some
+    read the family's layout helpers)."""
+    from spec_hal import validation
+    from spec_hal.conformance import runner
+
+    monkeypatch.setitem(validation._KIND_OF_DEVICE, torch.device("cpu"), "accelerator")
+    walked: dict[str, int] = {}
+    seen: dict[str, int] = {}
+    for case in runner.all_cases():
+        if not case.small or seen.get(case.op, 0) >= 3:
+            continue
+        seen[case.op] = seen.get(case.op, 0) + 1
+        runner.call(case, runner.fresh_build(case, torch.device("cpu")))  # bound, launches planned
+        stops = walk(runner.call, case, runner.fresh_build(case, torch.device("cpu")))
+        ours = [file for file in files(stops) if not file.startswith("conformance/")]
+        assert not [file for file in ours if file.startswith(NOT_ENTERED)], (case.op, case.name, ours)
+        assert len(ours) <= MORE_FILES.get(case.op, 5), (case.op, case.name, ours)
+        walked[case.op] = max(walked.get(case.op, 0), len(ours))
+    assert set(walked) == set(runner.builders())
+    assert {op: walked[op] for op in MORE_FILES} == MORE_FILES, "an op walks fewer files: update MORE_FILES"

@@ -27,7 +27,6 @@ from triton_family.test_tree import (
 )
 
 from spec_hal.conformance.cases import sampling as sampling_cases
-from spec_hal.kernels.triton import softmax as softmax_kernels
 from spec_hal.kernels.triton import vocab as vocab_kernels
 from spec_hal.kernels.triton.config import INTERPRETER
 from spec_hal.kernels.triton.sizing import walk_tile
@@ -110,8 +109,8 @@ WALKS = {
 }
 #: Rows the softmax splits (8 chunks a row or more, before they round to whole tiles: 6 of three
 #: copy tiles, 6 of three vocabulary tiles), in each tile.
-SOFTMAX_SPLIT_VOCAB = max(softmax_kernels._SOFTMAX_FEWEST_CHUNKS) * 2 * 64 + 37
-SOFTMAX_SPLIT_TILED_VOCAB = max(softmax_kernels._SOFTMAX_FEWEST_CHUNKS) * 2 * 256 + 37
+SOFTMAX_SPLIT_VOCAB = max(vocab_kernels._SOFTMAX_FEWEST_CHUNKS) * 2 * 64 + 37
+SOFTMAX_SPLIT_TILED_VOCAB = max(vocab_kernels._SOFTMAX_FEWEST_CHUNKS) * 2 * 256 + 37
 #: The softmax walks in the copy tile, and in the vocabulary tile, whole or split (each row in chunks
 #: over programs); programs take several rows.
 SOFTMAX_WALKS = {
@@ -240,7 +239,7 @@ def test_rows_are_split_where_few_rows_would_leave_the_device_idle():
 
 
 def test_the_softmax_splits_few_long_rows_and_samples_through_the_merge():
-    plan = softmax_kernels._softmax_launches
+    plan = vocab_kernels._softmax_launches
     names = {
         False: ["_softmax_stats_kernel", "_softmax_chunk_kernel"],
         True: ["_softmax_stats_kernel", "_softmax_chunk_kernel", "_top_merge_kernel"],
@@ -441,7 +440,5 @@ def test_few_programs_walk_the_vocabulary_tile():
     assert (split_tiled.grid, split_tiled.options["BLOCK"]) == ((2, 2), 256)
     assert walk_tile(dataclasses.replace(TILED, vocab_num_warps=0), TILED_VOCAB) == (256, 1)  # copy warps
     # The softmax walks take the vocabulary tile at any batch.
-    (softmax,) = softmax_kernels._softmax_launches(
-        TILED, 64, TILED_VOCAB, False, False, False, False
-    ).launches
+    (softmax,) = vocab_kernels._softmax_launches(TILED, 64, TILED_VOCAB, False, False, False, False).launches
     assert softmax.options["BLOCK"] == 256

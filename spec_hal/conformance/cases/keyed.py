@@ -18,7 +18,8 @@ from typing import Any
 
 import torch
 
-from ...ops.sampling.keyed import DOMAINS, LANE_LIMIT, POSITION_LIMIT
+from ..._constants import LANE_LIMIT, POSITION_LIMIT
+from ...ops.sampling.keyed import DOMAINS
 from .. import grid
 from ..case import BadCase, Case, bad_case, benched, with_entry
 from . import renorm, sampling, tree

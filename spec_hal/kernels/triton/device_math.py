@@ -1,5 +1,6 @@
 """Device arithmetic shared by the family's kernels (``@triton.jit`` helpers)."""
 
+import torch
 import triton
 import triton.language as tl  # noqa: F401  (the interpreter looks tl up in the jit function's globals)
 
@@ -72,3 +73,72 @@ def keyed_uniform_block(key_low, key_high, counter1, counter2, counter3, start, 
     )
     words = tl.interleave(tl.interleave(w0, w2), tl.interleave(w1, w3))
     return ((words >> 9) * 2 + 1).to(tl.float32) * 5.9604644775390625e-08  # 2**-24
+
+
+# --------------------------------------------------------------------------------------------------
+# The race over a vocabulary row (vocab.py's top-k walks and softmax.py's sampling): keys that
+# order like floats, the best of a row, the race's noise
+
+#: Exp(1) noise is clamped to this before dividing (the reference's ``clamp_min``).
+FLOAT32_TINY = tl.constexpr(torch.finfo(torch.float32).tiny)
+KEY32_MIN = tl.constexpr(-(2**31))
+KEY32_MAX = tl.constexpr(2**31 - 1)
+KEY64_MIN = tl.constexpr(-(2**63))
+KEY64_MAX = tl.constexpr(2**63 - 1)
+#: Above every lane index: a lane that holds no best entry.
+NO_INDEX = tl.constexpr(2**31 - 1)
+
+
+@triton.jit
+def ordered_key(x, WIDE: tl.constexpr):
+    """An integer ordering like the float ``x`` (fp32, or fp64 when ``WIDE``): negative floats have
+    their magnitude bits flipped; NaN is the largest key, -0 and +0 are both 0."""
+    if WIDE:
+        bits = x.to(tl.int64, bitcast=True)
+        key = tl.where(bits < 0, bits ^ KEY64_MAX, bits)
+        key = tl.where(x != x, KEY64_MAX, key)
+    else:
+        bits = x.to(tl.int32, bitcast=True)
+        key = tl.where(bits < 0, bits ^ KEY32_MAX, bits)
+        key = tl.where(x != x, KEY32_MAX, key)
+    return tl.where(x == 0, 0, key)
+
+
+@triton.jit
+def first_best(best_key, best_index):
+    """The lowest index holding the largest key, over the lanes of ``_lane_best``."""
+    top = tl.max(best_key, 0)
+    return tl.min(tl.where(best_key == top, best_index, NO_INDEX), 0)
+
+
+@triton.jit
+def race_noise(
+    noise_ptr, row_offset, noise_stride, key, offsets, inside, start, KEYED: tl.constexpr, BLOCK: tl.constexpr
+):  # fmt: skip
+    """Exp(1) noise of lanes ``start + [0, BLOCK)``: loaded from the row's noise (``row_offset`` into
+    the noise), or (``KEYED``) the keyed draws ``-log(u)`` of the row's ``key`` (:func:`keyed_row`),
+    computed here."""
+    if KEYED:
+        key_low, key_high, counter1, counter2, counter3 = key
+        noise = -tl.log(keyed_uniform_block(key_low, key_high, counter1, counter2, counter3, start, BLOCK))
+    else:
+        noise = tl.load(noise_ptr + row_offset + offsets.to(tl.int64) * noise_stride, mask=inside, other=1.0)
+    return noise
+
+
+@triton.jit
+def row_key(seeds_ptr, positions_ptr, row, step, KEYED: tl.constexpr):
+    """The keyed draws' key of row ``row`` (contiguous ``[B]`` seeds and positions), or placeholders."""
+    if KEYED:
+        key = keyed_row(seeds_ptr, 1, positions_ptr, 1, row, step, 1)  # DRAFT_PROPOSAL
+    else:
+        zero = tl.zeros((), tl.uint32)
+        key = (zero, zero, zero, zero, zero)
+    return key
+
+
+@triton.jit
+def single_best(keys, ids, TOP: tl.constexpr):
+    """The best of lanes (keys, ids) as a ``[TOP]`` set (``TOP == 1``): the largest key, its lowest id."""
+    top_keys = tl.zeros([TOP], keys.dtype) + tl.max(keys, 0)
+    return top_keys, tl.zeros([TOP], tl.int32) + first_best(keys, ids)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from . import index, keyed, kv, mamba, renorm, sampling, simulated, softmax, tree, vocab
+from . import index, keyed, kv, mamba, renorm, sampling, simulated, tree, vocab
 from .config import INTERPRETER, LaunchConfig
 from .launcher import Launcher
 
@@ -22,7 +22,6 @@ LAUNCHERS: tuple[Launcher, ...] = (
     *tree.LAUNCHERS,
     *sampling.LAUNCHERS,
     *vocab.LAUNCHERS,
-    *softmax.LAUNCHERS,
     *renorm.LAUNCHERS,
     *simulated.LAUNCHERS,
 )

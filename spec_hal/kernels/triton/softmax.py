@@ -1,6 +1,7 @@
 """Triton kernels of ``renorm_draft_probs`` and ``sample_draft_proposal`` (the references:
 ``spec_hal/ops/sampling``): the softmax over the vocabulary, and for sampling the race over the q it
-writes.
+writes. Their launches and providers are in ``vocab.py``, beside the other walks over a vocabulary
+row.
 
 A pass of running maxima and rescaled sums of ``exp`` (online softmax, per block), then a pass
 writing ``exp(x - max) / sum``; ``x = logits / temperature`` is an IEEE division, like the
@@ -21,33 +22,20 @@ batch around it made the launch split or not.
 
 from __future__ import annotations
 
-import dataclasses
-import functools
-
-import torch
 import triton
 import triton.language as tl
 
-from .config import LaunchConfig
-from .device_math import chunk_lanes
-from .launch import cdiv, kernel, next_power_of_2
-from .launcher import Launcher
-from .sizing import walk_tile
-from .vocab import (
+from .device_math import (
     FLOAT32_TINY,
     KEY32_MIN,
-    MIN_CHUNK_BLOCKS,
-    Race,
-    WalkLaunches,
+    chunk_lanes,
     first_best,
-    make_race,
-    merge_launch,
     ordered_key,
-    race_arguments,
     race_noise,
     row_key,
     single_best,
 )
+from .launch import kernel
 
 
 @triton.jit
@@ -289,135 +277,3 @@ def _softmax_chunk_kernel(
             best_keys, best_ids = single_best(best_key, best_index, 1)
             tl.store(scratch_row + chunk_id + tl.arange(0, 1), best_keys)
             tl.store(scratch_row + num_chunks + chunk_id + tl.arange(0, 1), best_ids)
-
-
-#: The softmax splits rows only where each takes this many chunks or more, without and with sampling.
-#: Without, rows fewer than about one a multiprocessor (with the vendors' row_programs): with more
-#: rows, the device gained nothing for the launch and the scratch the split adds of host time. With
-#: sampling, the race's work per lane makes one program's walk slow enough that 2 chunks a row gained
-#: too. From an H200 A/B at 128k (docs/bench/history/ab-split-softmax-h200-9639135.json).
-_SOFTMAX_FEWEST_CHUNKS = (8, 2)
-
-
-def _softmax_chunks(config: LaunchConfig, vocab: int, block: int) -> tuple[int, int]:
-    """(lanes, count) of the chunks over which a row's softmax sum is taken: rows shorter than
-    ``config.split_row_lanes`` in one, longer ones in chunks of ``MIN_CHUNK_BLOCKS`` tiles. A
-    function of the row's length alone: whether a launch splits the rows (which depends on the batch)
-    changes who sums a chunk, never the sum."""
-    chunk = MIN_CHUNK_BLOCKS * block
-    if vocab < config.split_row_lanes or vocab < 2 * chunk:
-        return vocab, 1
-    return chunk, cdiv(vocab, chunk)
-
-
-@functools.lru_cache(maxsize=1024)
-def _softmax_launches(
-    config: LaunchConfig,
-    rows: int,
-    vocab: int,
-    has_temperatures: bool,
-    sample: bool,
-    has_top_ks: bool,
-    keyed: bool,
-) -> WalkLaunches:
-    """A program per row walking it twice in the vocabulary tile; where few long rows would leave the
-    device idle (fewer than ``_SOFTMAX_FEWEST_CHUNKS`` programs per row in ``config.row_programs``),
-    each row in its chunks (:func:`_softmax_chunks`): a launch storing each chunk's max and sum, one
-    folding those and writing q (and each chunk's best race entry), and for sampling the merge of
-    ``fast_sample``'s split, which reads ``q[x]`` from the written q."""
-    block, num_warps = walk_tile(config, vocab)
-    chunk, num_chunks = _softmax_chunks(config, vocab, block)
-    fewest = _SOFTMAX_FEWEST_CHUNKS[sample]
-    flags = {"HAS_TEMPERATURES": has_temperatures, "BLOCK": block, "num_warps": num_warps}
-    grid_rows = min(rows, config.max_grid)
-    race = {"SAMPLE": sample, "KEYED": keyed, "HAS_TOP_KS": has_top_ks, "CHUNKS": next_power_of_2(num_chunks)}
-    if vocab // chunk < fewest or cdiv(config.row_programs, rows) < fewest:
-        return WalkLaunches((_softmax_kernel.at((grid_rows,), **race, **flags),), chunk, num_chunks)
-    stats = _softmax_stats_kernel.at((num_chunks, grid_rows), **flags)
-    chunks = _softmax_chunk_kernel.at((num_chunks, grid_rows), **race, **flags)
-    merge = merge_launch(grid_rows, False, 1, num_chunks)
-    return WalkLaunches((stats, chunks, merge) if sample else (stats, chunks), chunk, num_chunks)
-
-
-def _launch_softmax(
-    config: LaunchConfig,
-    logits: torch.Tensor,
-    temperatures: torch.Tensor | None,
-    q: torch.Tensor,
-    sample: tuple[torch.Tensor | None, Race, torch.Tensor, torch.Tensor] | None = None,
-) -> None:
-    """``sample``: (top_ks, the race's noise, q_x, x) of ``sample_draft_proposal``."""
-    batch, vocab = logits.shape
-    if batch == 0:
-        return
-    top_ks, race, q_x, x = sample if sample is not None else (None, None, None, None)
-    keyed = race is not None and race.noise is None
-    launches, chunk, num_chunks = _softmax_launches(
-        config, batch, vocab, temperatures is not None, sample is not None, top_ks is not None, keyed
-    )
-    source = (
-        logits, *logits.stride(), temperatures, 0 if temperatures is None else temperatures.stride()[0],
-    )  # fmt: skip
-    race_args = (top_ks, 0 if top_ks is None else top_ks.stride()[0], *race_arguments(race))
-    if len(launches) == 1:
-        launches[0](
-            *source, *race_args, q, *q.stride(), q_x, 0 if q_x is None else q_x.stride()[0], x,
-            0 if x is None else x.stride()[0], batch, vocab, chunk, num_chunks,
-        )  # fmt: skip
-        return
-    # One int32 scratch a row: for sampling, the chunks' race entries in columns [0, 2 * chunks)
-    # (their keys, then their ids: the merge's sets), then the chunks' stats in the next 2 * chunks
-    # (their maxima, then their sums, as float32 bits).
-    stats_column = 2 * num_chunks if sample is not None else 0
-    columns = stats_column + 2 * num_chunks
-    scratch = torch.empty(batch, columns, dtype=torch.int32, device=logits.device)
-    launches[0](*source, scratch, columns, stats_column, batch, vocab, chunk)
-    launches[1](*source, *race_args, q, *q.stride(), scratch, columns, stats_column, batch, vocab, chunk)
-    if sample is not None:
-        assert q_x is not None and x is not None
-        # q read back at x: [B, V] rows (inner 1); q_x and x as [B, 1].
-        launches[2](
-            q, q.stride()[0], 0, q.stride()[1], q_x, q_x.stride()[0], 0, 0, x, x.stride()[0], 0, 0,
-            scratch, columns, batch, 1, num_chunks, 1,
-        )  # fmt: skip
-
-
-def _renorm_draft_probs(
-    config: LaunchConfig, logits: torch.Tensor, temperatures: torch.Tensor | None, probs: torch.Tensor
-) -> None:
-    _launch_softmax(config, logits, temperatures, probs)
-
-
-def _sample_draft_proposal(
-    config: LaunchConfig,
-    logits: torch.Tensor,
-    temperatures: torch.Tensor,
-    top_ks: torch.Tensor | None,
-    exp_noise: torch.Tensor | None,
-    seeds: torch.Tensor | None,
-    positions: torch.Tensor | None,
-    step: int,
-    out_q: torch.Tensor,
-    out_q_x: torch.Tensor,
-    out_x: torch.Tensor,
-) -> None:
-    race = make_race(exp_noise, seeds, positions, step)
-    _launch_softmax(config, logits, temperatures, out_q, (top_ks, race, out_q_x, out_x))
-
-
-#: ``renorm_draft_probs``'s launcher; ``sample_draft_proposal``'s has the same facts. Coverage: one
-#: long row, which the softmax splits into chunks on every vendor (the bench's 64 rows of 128k take
-#: 8 chunks a row only with hopper's row_programs).
-_RENORM_DRAFT_PROBS = Launcher(
-    "renorm_draft_probs",
-    _renorm_draft_probs,
-    tile="vocabulary",
-    wants_vocabulary_tile=True,
-    coverage_sizes=({"vocab": 131072, "bs": 1},),
-)
-
-#: The family's launchers of this module.
-LAUNCHERS: tuple[Launcher, ...] = (
-    _RENORM_DRAFT_PROBS,
-    dataclasses.replace(_RENORM_DRAFT_PROBS, op="sample_draft_proposal", launch=_sample_draft_proposal),
-)

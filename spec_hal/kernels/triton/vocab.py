@@ -1,5 +1,8 @@
-"""Triton kernels of ``fast_topk`` and ``fast_sample`` (the references: ``spec_hal/ops/sampling``),
-and the keys, best sets and race noise that ``softmax.py``'s walks share.
+"""The Triton providers of the four walks over a vocabulary row (the references:
+``spec_hal/ops/sampling``): ``fast_topk`` and ``fast_sample`` with their kernels, and
+``renorm_draft_probs`` and ``sample_draft_proposal``, whose softmax kernels are in ``softmax.py``.
+Their launches are planned here, so that a warm call of any of the four passes one kernel module;
+the keys, best sets and race noise the kernels share are ``device_math.py``'s.
 
 One program per row (programs take several rows beyond ``config.max_grid``; few long rows are split
 into chunks, below), streaming the row in blocks of the vendor's vocabulary tile
@@ -26,6 +29,7 @@ every tile and split gives the same ids.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from typing import Any, NamedTuple
@@ -35,10 +39,23 @@ import triton
 import triton.language as tl
 
 from .config import LaunchConfig
-from .device_math import chunk_lanes, keyed_row, keyed_uniform_block
+from .device_math import (
+    FLOAT32_TINY,
+    KEY32_MAX,
+    KEY32_MIN,
+    KEY64_MAX,
+    KEY64_MIN,
+    NO_INDEX,
+    chunk_lanes,
+    ordered_key,
+    race_noise,
+    row_key,
+    single_best,
+)
 from .launch import Launch, cdiv, kernel, next_power_of_2
 from .launcher import Launcher
 from .sizing import walk_tile
+from .softmax import _softmax_chunk_kernel, _softmax_kernel, _softmax_stats_kernel
 
 #: Largest k (``fast_topk``) and num_samples (``fast_sample``) of the kernel: its set of the k best
 #: entries lives in registers, and their ranks come from a [k, k] comparison.
@@ -56,43 +73,19 @@ def _declines_past_max_top(variant: tuple[Any, ...] | None) -> str | None:
     return f"the kernel keeps at most {_MAX_TOP} best entries a row in registers; {count} asked"
 
 
-#: Exp(1) noise is clamped to this before dividing (the reference's ``clamp_min``).
-FLOAT32_TINY = tl.constexpr(torch.finfo(torch.float32).tiny)
-KEY32_MIN = tl.constexpr(-(2**31))
-_KEY32_MAX = tl.constexpr(2**31 - 1)
-_KEY64_MIN = tl.constexpr(-(2**63))
-_KEY64_MAX = tl.constexpr(2**63 - 1)
-_NO_INDEX = tl.constexpr(2**31 - 1)
-
-
 # --------------------------------------------------------------------------------------------------
 # Keys and the best entries of a row
-
-
-@triton.jit
-def ordered_key(x, WIDE: tl.constexpr):
-    """An integer ordering like the float ``x`` (fp32, or fp64 when ``WIDE``): negative floats have
-    their magnitude bits flipped; NaN is the largest key, -0 and +0 are both 0."""
-    if WIDE:
-        bits = x.to(tl.int64, bitcast=True)
-        key = tl.where(bits < 0, bits ^ _KEY64_MAX, bits)
-        key = tl.where(x != x, _KEY64_MAX, key)
-    else:
-        bits = x.to(tl.int32, bitcast=True)
-        key = tl.where(bits < 0, bits ^ _KEY32_MAX, bits)
-        key = tl.where(x != x, _KEY32_MAX, key)
-    return tl.where(x == 0, 0, key)
 
 
 @triton.jit
 def _key_bounds(WIDE: tl.constexpr):
     """(below every key, the largest key) in the key type."""
     if WIDE:
-        lowest = tl.full((), _KEY64_MIN, tl.int64)
-        highest = tl.full((), _KEY64_MAX, tl.int64)
+        lowest = tl.full((), KEY64_MIN, tl.int64)
+        highest = tl.full((), KEY64_MAX, tl.int64)
     else:
         lowest = tl.full((), KEY32_MIN, tl.int32)
-        highest = tl.full((), _KEY32_MAX, tl.int32)
+        highest = tl.full((), KEY32_MAX, tl.int32)
     return lowest, highest
 
 
@@ -104,18 +97,11 @@ def _lane_best(best_key, best_index, keys, offsets):
 
 
 @triton.jit
-def first_best(best_key, best_index):
-    """The lowest index holding the largest key, over the lanes of ``_lane_best``."""
-    top = tl.max(best_key, 0)
-    return tl.min(tl.where(best_key == top, best_index, _NO_INDEX), 0)
-
-
-@triton.jit
 def _worst(top_keys, top_index, valid, key_max):
     """The entry of the best set a better one replaces: its smallest key, and among equal keys the
     highest index (the lower ones came first: they win the tie)."""
     worst_key = tl.min(tl.where(valid, top_keys, key_max), 0)
-    worst_index = tl.max(tl.where(valid & (top_keys == worst_key), top_index, -_NO_INDEX), 0)
+    worst_index = tl.max(tl.where(valid & (top_keys == worst_key), top_index, -NO_INDEX), 0)
     return worst_key, worst_index
 
 
@@ -125,7 +111,7 @@ def _insert_block(keys, offsets, top_keys, top_index, valid, worst_key, worst_in
     in index order, so an entry tied with the worst has a higher index than it and stays out."""
     best = tl.max(keys, 0)
     while best > worst_key:
-        at = tl.min(tl.where(keys == best, offsets, _NO_INDEX), 0)
+        at = tl.min(tl.where(keys == best, offsets, NO_INDEX), 0)
         replaced = valid & (top_keys == worst_key) & (top_index == worst_index)
         top_keys = tl.where(replaced, best, top_keys)
         top_index = tl.where(replaced, at, top_index)
@@ -133,32 +119,6 @@ def _insert_block(keys, offsets, top_keys, top_index, valid, worst_key, worst_in
         worst_key, worst_index = _worst(top_keys, top_index, valid, key_max)
         best = tl.max(keys, 0)
     return top_keys, top_index, worst_key, worst_index
-
-
-@triton.jit
-def race_noise(
-    noise_ptr, row_offset, noise_stride, key, offsets, inside, start, KEYED: tl.constexpr, BLOCK: tl.constexpr
-):  # fmt: skip
-    """Exp(1) noise of lanes ``start + [0, BLOCK)``: loaded from the row's noise (``row_offset`` into
-    the noise), or (``KEYED``) the keyed draws ``-log(u)`` of the row's ``key`` (:func:`keyed_row`),
-    computed here."""
-    if KEYED:
-        key_low, key_high, counter1, counter2, counter3 = key
-        noise = -tl.log(keyed_uniform_block(key_low, key_high, counter1, counter2, counter3, start, BLOCK))
-    else:
-        noise = tl.load(noise_ptr + row_offset + offsets.to(tl.int64) * noise_stride, mask=inside, other=1.0)
-    return noise
-
-
-@triton.jit
-def row_key(seeds_ptr, positions_ptr, row, step, KEYED: tl.constexpr):
-    """The keyed draws' key of row ``row`` (contiguous ``[B]`` seeds and positions), or placeholders."""
-    if KEYED:
-        key = keyed_row(seeds_ptr, 1, positions_ptr, 1, row, step, 1)  # DRAFT_PROPOSAL
-    else:
-        zero = tl.zeros((), tl.uint32)
-        key = (zero, zero, zero, zero, zero)
-    return key
 
 
 @triton.jit
@@ -196,13 +156,6 @@ def _empty_set(k, key_min, key_max, TOP: tl.constexpr):
     top_index = -1 - slots
     worst_key, worst_index = _worst(top_keys, top_index, valid, key_max)
     return valid, top_keys, top_index, worst_key, worst_index
-
-
-@triton.jit
-def single_best(keys, ids, TOP: tl.constexpr):
-    """The best of lanes (keys, ids) as a ``[TOP]`` set (``TOP == 1``): the largest key, its lowest id."""
-    top_keys = tl.zeros([TOP], keys.dtype) + tl.max(keys, 0)
-    return top_keys, tl.zeros([TOP], tl.int32) + first_best(keys, ids)
 
 
 @triton.jit
@@ -550,6 +503,136 @@ def _fast_sample(
 
 
 # --------------------------------------------------------------------------------------------------
+# The softmax walks of renorm_draft_probs and sample_draft_proposal (their kernels: softmax.py)
+
+
+#: The softmax splits rows only where each takes this many chunks or more, without and with sampling.
+#: Without, rows fewer than about one a multiprocessor (with the vendors' row_programs): with more
+#: rows, the device gained nothing for the launch and the scratch the split adds of host time. With
+#: sampling, the race's work per lane makes one program's walk slow enough that 2 chunks a row gained
+#: too. From an H200 A/B at 128k (docs/bench/history/ab-split-softmax-h200-9639135.json).
+_SOFTMAX_FEWEST_CHUNKS = (8, 2)
+
+
+def _softmax_chunks(config: LaunchConfig, vocab: int, block: int) -> tuple[int, int]:
+    """(lanes, count) of the chunks over which a row's softmax sum is taken: rows shorter than
+    ``config.split_row_lanes`` in one, longer ones in chunks of ``MIN_CHUNK_BLOCKS`` tiles. A
+    function of the row's length alone: whether a launch splits the rows (which depends on the batch)
+    changes who sums a chunk, never the sum."""
+    chunk = MIN_CHUNK_BLOCKS * block
+    if vocab < config.split_row_lanes or vocab < 2 * chunk:
+        return vocab, 1
+    return chunk, cdiv(vocab, chunk)
+
+
+@functools.lru_cache(maxsize=1024)
+def _softmax_launches(
+    config: LaunchConfig,
+    rows: int,
+    vocab: int,
+    has_temperatures: bool,
+    sample: bool,
+    has_top_ks: bool,
+    keyed: bool,
+) -> WalkLaunches:
+    """A program per row walking it twice in the vocabulary tile; where few long rows would leave the
+    device idle (fewer than ``_SOFTMAX_FEWEST_CHUNKS`` programs per row in ``config.row_programs``),
+    each row in its chunks (:func:`_softmax_chunks`): a launch storing each chunk's max and sum, one
+    folding those and writing q (and each chunk's best race entry), and for sampling the merge of
+    ``fast_sample``'s split, which reads ``q[x]`` from the written q."""
+    block, num_warps = walk_tile(config, vocab)
+    chunk, num_chunks = _softmax_chunks(config, vocab, block)
+    fewest = _SOFTMAX_FEWEST_CHUNKS[sample]
+    flags = {"HAS_TEMPERATURES": has_temperatures, "BLOCK": block, "num_warps": num_warps}
+    grid_rows = min(rows, config.max_grid)
+    race = {"SAMPLE": sample, "KEYED": keyed, "HAS_TOP_KS": has_top_ks, "CHUNKS": next_power_of_2(num_chunks)}
+    if vocab // chunk < fewest or cdiv(config.row_programs, rows) < fewest:
+        return WalkLaunches((_softmax_kernel.at((grid_rows,), **race, **flags),), chunk, num_chunks)
+    stats = _softmax_stats_kernel.at((num_chunks, grid_rows), **flags)
+    chunks = _softmax_chunk_kernel.at((num_chunks, grid_rows), **race, **flags)
+    merge = merge_launch(grid_rows, False, 1, num_chunks)
+    return WalkLaunches((stats, chunks, merge) if sample else (stats, chunks), chunk, num_chunks)
+
+
+def _launch_softmax(
+    config: LaunchConfig,
+    logits: torch.Tensor,
+    temperatures: torch.Tensor | None,
+    q: torch.Tensor,
+    sample: tuple[torch.Tensor | None, Race, torch.Tensor, torch.Tensor] | None = None,
+) -> None:
+    """``sample``: (top_ks, the race's noise, q_x, x) of ``sample_draft_proposal``."""
+    batch, vocab = logits.shape
+    if batch == 0:
+        return
+    top_ks, race, q_x, x = sample if sample is not None else (None, None, None, None)
+    keyed = race is not None and race.noise is None
+    launches, chunk, num_chunks = _softmax_launches(
+        config, batch, vocab, temperatures is not None, sample is not None, top_ks is not None, keyed
+    )
+    source = (
+        logits, *logits.stride(), temperatures, 0 if temperatures is None else temperatures.stride()[0],
+    )  # fmt: skip
+    race_args = (top_ks, 0 if top_ks is None else top_ks.stride()[0], *race_arguments(race))
+    if len(launches) == 1:
+        launches[0](
+            *source, *race_args, q, *q.stride(), q_x, 0 if q_x is None else q_x.stride()[0], x,
+            0 if x is None else x.stride()[0], batch, vocab, chunk, num_chunks,
+        )  # fmt: skip
+        return
+    # One int32 scratch a row: for sampling, the chunks' race entries in columns [0, 2 * chunks)
+    # (their keys, then their ids: the merge's sets), then the chunks' stats in the next 2 * chunks
+    # (their maxima, then their sums, as float32 bits).
+    stats_column = 2 * num_chunks if sample is not None else 0
+    columns = stats_column + 2 * num_chunks
+    scratch = torch.empty(batch, columns, dtype=torch.int32, device=logits.device)
+    launches[0](*source, scratch, columns, stats_column, batch, vocab, chunk)
+    launches[1](*source, *race_args, q, *q.stride(), scratch, columns, stats_column, batch, vocab, chunk)
+    if sample is not None:
+        assert q_x is not None and x is not None
+        # q read back at x: [B, V] rows (inner 1); q_x and x as [B, 1].
+        launches[2](
+            q, q.stride()[0], 0, q.stride()[1], q_x, q_x.stride()[0], 0, 0, x, x.stride()[0], 0, 0,
+            scratch, columns, batch, 1, num_chunks, 1,
+        )  # fmt: skip
+
+
+def _renorm_draft_probs(
+    config: LaunchConfig, logits: torch.Tensor, temperatures: torch.Tensor | None, probs: torch.Tensor
+) -> None:
+    _launch_softmax(config, logits, temperatures, probs)
+
+
+def _sample_draft_proposal(
+    config: LaunchConfig,
+    logits: torch.Tensor,
+    temperatures: torch.Tensor,
+    top_ks: torch.Tensor | None,
+    exp_noise: torch.Tensor | None,
+    seeds: torch.Tensor | None,
+    positions: torch.Tensor | None,
+    step: int,
+    out_q: torch.Tensor,
+    out_q_x: torch.Tensor,
+    out_x: torch.Tensor,
+) -> None:
+    race = make_race(exp_noise, seeds, positions, step)
+    _launch_softmax(config, logits, temperatures, out_q, (top_ks, race, out_q_x, out_x))
+
+
+#: ``renorm_draft_probs``'s launcher; ``sample_draft_proposal``'s has the same facts. Coverage: one
+#: long row, which the softmax splits into chunks on every vendor (the bench's 64 rows of 128k take
+#: 8 chunks a row only with hopper's row_programs).
+_RENORM_DRAFT_PROBS = Launcher(
+    "renorm_draft_probs",
+    _renorm_draft_probs,
+    tile="vocabulary",
+    wants_vocabulary_tile=True,
+    coverage_sizes=({"vocab": 131072, "bs": 1},),
+)
+
+
+# --------------------------------------------------------------------------------------------------
 
 #: The family's launchers of this module.
 LAUNCHERS: tuple[Launcher, ...] = (
@@ -570,4 +653,6 @@ LAUNCHERS: tuple[Launcher, ...] = (
         wants_vocabulary_tile=True,
         coverage_sizes=({"vocab": 131072, "bs": 1},),
     ),
+    _RENORM_DRAFT_PROBS,
+    dataclasses.replace(_RENORM_DRAFT_PROBS, op="sample_draft_proposal", launch=_sample_draft_proposal),
 )

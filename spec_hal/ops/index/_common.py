@@ -1,5 +1,6 @@
 """Family A helpers shared by the stage modules: fixed-shape ragged fills and scatters (no host
-sync) and argument checks."""
+sync) and the paged layout of draft slots. The checks the contracts share are in
+:mod:`spec_hal.validation`."""
 
 from __future__ import annotations
 
@@ -7,12 +8,6 @@ from collections.abc import Callable
 
 import torch
 from torch import Tensor
-
-from ...validation import (
-    check_range,
-    check_tensor,
-    exact_sum,
-)
 
 INT32_MAX = 2**31 - 1
 
@@ -112,29 +107,3 @@ def draft_slot_columns(seq_lens: Tensor, topk: int, num_steps: int, page_size: i
     branch = torch.arange(topk, device=seq.device)[None, :, None]
     step = torch.arange(num_steps, device=seq.device)[None, None, :]
     return seq + branch * pages_per_branch * page_size + step
-
-
-def check_req_to_token(name: str, value: object) -> Tensor:
-    return check_tensor(name, value, dtype=torch.int32, ndim=2)
-
-
-def exact_total(lens: Tensor) -> int:
-    return exact_sum(lens)  # a Python int: an int64 sum of huge lengths would wrap and pass the checks
-
-
-def check_capacity(name: str, tensor: Tensor, needed: int, what: str) -> None:
-    if tensor.numel() < needed:
-        raise ValueError(f"{name}: needs at least {needed} elements ({what}), has {tensor.numel()}")
-
-
-def check_window(start: Tensor, end: Tensor, pool_len: int) -> int:
-    """Value checks of per-request column windows ``[start, end)`` of ``req_to_token``; their total."""
-    check_range("start", start, 0, pool_len + 1)
-    check_range("end", end, 0, pool_len + 1)
-    lens = end.long() - start.long()
-    if lens.numel() and bool((lens < 0).any()):
-        first = int(lens.argmin())
-        raise ValueError(
-            f"end: expected end >= start, got end={int(end[first])} < start={int(start[first])} at {first}"
-        )
-    return exact_total(lens)

@@ -8,6 +8,7 @@ from torch import Tensor
 
 from ...opdef import OpDef, define_op
 from ...validation import (
+    check_capacity,
     check_index,
     check_non_negative,
     check_output,
@@ -15,10 +16,11 @@ from ...validation import (
     check_range,
     check_sum_fits,
     common_device,
+    exact_sum,
     new_output,
     value_checks_enabled,
 )
-from ._common import check_capacity, exact_total, ragged_fill_, scatter_valid_, take
+from ._common import ragged_fill_, scatter_valid_, take
 
 
 def _fill_accept_out_cache_loc_reference(
@@ -268,12 +270,10 @@ def get_target_cache_loc(
         check_capacity(
             "tgt_cache_loc",
             tgt_cache_loc,
-            exact_total(num_correct_drafts) + bs,
+            exact_sum(num_correct_drafts) + bs,
             "sum(num_correct_drafts + 1)",
         )
-        check_capacity(
-            "to_free_slots", to_free_slots, exact_total(to_free_num_slots), "sum(to_free_num_slots)"
-        )
+        check_capacity("to_free_slots", to_free_slots, exact_sum(to_free_num_slots), "sum(to_free_num_slots)")
     if bs == 0:
         return tgt_cache_loc, to_free_slots
     op.dispatch(
@@ -425,13 +425,13 @@ def filter_finished_cache_loc(
         check_capacity(
             "tgt_cache_loc",
             tgt_cache_loc,
-            exact_total(num_correct_drafts) + bs,
+            exact_sum(num_correct_drafts) + bs,
             "sum(num_correct_drafts + 1)",
         )
         check_capacity(
             "out_cache_loc",
             out_cache_loc,
-            exact_total(num_accept_tokens_filter),
+            exact_sum(num_accept_tokens_filter),
             "sum(num_accept_tokens_filter)",
         )
     if bs == 0:

@@ -8,20 +8,20 @@ from torch import Tensor
 
 from ...opdef import OpDef, define_op
 from ...validation import (
+    check_capacity,
     check_fits_int32,
     check_index,
     check_non_negative,
     check_output,
     check_positive_int,
     check_range,
+    check_req_to_token,
     common_device,
+    exact_sum,
     new_output,
     value_checks_enabled,
 )
 from ._common import (
-    check_capacity,
-    check_req_to_token,
-    check_window,
     draft_slot_columns,
     ragged_fill_,
     ragged_layout,
@@ -288,3 +288,16 @@ def assign_draft_cache_locs_contiguous(
         return out
     op.dispatch(device, req_pool_indices, req_to_token, seq_lens, topk, num_steps, page_size, out)
     return out
+
+
+def check_window(start: Tensor, end: Tensor, pool_len: int) -> int:
+    """Value checks of per-request column windows ``[start, end)`` of ``req_to_token``; their total."""
+    check_range("start", start, 0, pool_len + 1)
+    check_range("end", end, 0, pool_len + 1)
+    lens = end.long() - start.long()
+    if lens.numel() and bool((lens < 0).any()):
+        first = int(lens.argmin())
+        raise ValueError(
+            f"end: expected end >= start, got end={int(end[first])} < start={int(start[first])} at {first}"
+        )
+    return exact_sum(lens)

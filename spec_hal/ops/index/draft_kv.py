@@ -14,10 +14,12 @@ from ...validation import (
     check_output,
     check_positive_int,
     check_range,
+    check_req_to_token,
     common_device,
+    exact_sum,
     value_checks_enabled,
 )
-from ._common import INT32_MAX, check_req_to_token, draft_slot_columns, exact_total, ragged_fill_, take
+from ._common import INT32_MAX, draft_slot_columns, ragged_fill_, take
 from .assign import check_draft_columns
 
 
@@ -134,13 +136,13 @@ def generate_draft_decode_kv_indices(
         check_range("req_pool_indices", req_pool_indices, 0, req_to_token.shape[0])
         check_draft_columns(seq_lens, topk, num_steps, page_size, req_to_token.shape[1])
         check_non_negative("positions", positions)
-        used = topk * exact_total(seq_lens) + bs * topk * num_steps
+        used = topk * exact_sum(seq_lens) + bs * topk * num_steps
         if kv_indices.shape[1] < used:
             raise ValueError(
                 f"kv_indices: needs at least {used} columns (topk*sum(seq_lens) + bs*topk*num_steps), "
                 f"has {kv_indices.shape[1]}"
             )
-        if exact_total(positions) + bs * topk * num_steps > INT32_MAX:
+        if exact_sum(positions) + bs * topk * num_steps > INT32_MAX:
             raise ValueError("positions: sum(positions) + bs*topk*num_steps overflows the int32 kv_indptr")
     if bs == 0:
         return kv_indices, kv_indptr

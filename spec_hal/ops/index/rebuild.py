@@ -14,12 +14,13 @@ from ...validation import (
     check_non_negative,
     check_positive_int,
     check_range,
+    check_req_to_token,
     check_sum_below,
     check_tensor,
     common_device,
     value_checks_enabled,
 )
-from ._common import check_req_to_token, scatter_valid_, take
+from ._common import scatter_valid_, take
 
 
 def _align_evict_mask_to_page_size_reference(

@@ -14,9 +14,10 @@ from ...validation import (
     check_index,
     check_tensor,
     common_device,
+    trailing_dims_contiguous,
     value_checks_enabled,
 )
-from ..kv import _redirect_masked_lanes, _trailing_dims_contiguous
+from ..kv import _redirect_masked_lanes
 
 
 def _scatter_mamba_states_after_mtp_verify_reference(
@@ -77,7 +78,7 @@ def _state_pair_fits(
         and step_shape[3:] == state_shape[2:]
         and (layers_and_lines is None or state_shape[:2] == layers_and_lines)
         and (rows_and_steps is None or step_shape[1:3] == rows_and_steps)
-        and _trailing_dims_contiguous(states, 2)
+        and trailing_dims_contiguous(states, 2)
     )
 
 
@@ -121,7 +122,7 @@ def _raise_state_pair_mismatch(
             f"{steps_name}: expected M, D = {max_rows}, {num_steps} (as intermediate_ssm), "
             f"got shape {tuple(step_shape)}"
         )
-    if not _trailing_dims_contiguous(states, 2):
+    if not trailing_dims_contiguous(states, 2):
         raise ValueError(f"{states_name}: each state entry must be contiguous (strides {states.stride()})")
     # Each miss of the predicate is named above: reaching this line is a bug of these checks.
     raise AssertionError(f"{states_name}: a check of the state pair fails unnamed")

@@ -3,6 +3,8 @@ proposals, and the top-k selection of a draft step."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import Tensor
 
@@ -10,29 +12,25 @@ from ...opdef import OpDef, define_op
 from ...validation import (
     ANY_SIZE,
     FLOAT_DTYPES,
-    check_index,
-    check_output,
-    check_positive_int,
-    check_tensor,
-    common_device,
-    new_output,
-    new_outputs,
-)
-from ._common import (
     OutputSpec,
     check_float_matrix,
-    check_generator,
+    check_index,
+    check_keys,
     check_logits,
-    check_positive_temperatures,
-    check_sampling_keys,
-    check_temperatures,
-    exponential_noise,
-    exponential_race,
-    outputs,
-    race_noise,
-    tempered_softmax,
+    check_output,
+    check_positions,
+    check_positive_int,
+    check_step,
+    check_tensor,
+    checked_outputs,
+    common_device,
+    device_kind,
+    empty,
+    new_output,
+    new_outputs,
+    value_checks_enabled,
 )
-from .keyed import check_positions
+from ._common import exponential_race, race_noise, tempered_softmax
 
 # --------------------------------------------------------------------------------------------------
 # D1 fast_topk
@@ -169,7 +167,7 @@ def fast_sample(
     device = common_device(probs=probs, seeds=seeds, positions=positions) if keyed else probs.device
     check_generator(generator, device)
     shape = (batch, num_samples)
-    out_probs, out_indices = outputs(
+    out_probs, out_indices = checked_outputs(
         out, [("out[0]", shape, probs.dtype), ("out[1]", shape, torch.int64)], device
     )
     assert out_probs is not None and out_indices is not None
@@ -325,7 +323,7 @@ def sample_draft_proposal(
         ("out[1]", (batch, 1), torch.float32),
         ("out[2]", (batch, 1), torch.int64),
     ]
-    out_q, out_q_x, out_x = outputs(out, specs, device)
+    out_q, out_q_x, out_x = checked_outputs(out, specs, device)
     assert out_q is not None and out_q_x is not None and out_x is not None
     if batch == 0:
         return out_q, out_q_x, out_x
@@ -475,7 +473,9 @@ def select_top_k_tokens(
         ("out[3][1]", tree_shapes[1], torch.int64),
         ("out[3][2]", tree_shapes[2], torch.int64),
     ]
-    input_ids, hidden, new_scores, tree_scores, tree_tokens, tree_parents = outputs(flat_out, specs, device)
+    input_ids, hidden, new_scores, tree_scores, tree_tokens, tree_parents = checked_outputs(
+        flat_out, specs, device
+    )
     assert input_ids is not None and new_scores is not None
     assert tree_scores is not None and tree_tokens is not None and tree_parents is not None
     if batch > 0:
@@ -484,3 +484,63 @@ def select_top_k_tokens(
             input_ids, hidden, new_scores, tree_scores, tree_tokens, tree_parents,
         )  # fmt: skip
     return input_ids, hidden, new_scores, (tree_scores, tree_tokens, tree_parents)
+
+
+# --------------------------------------------------------------------------------------------------
+# Checks of the draft sampling contracts alone
+
+
+def check_generator(generator: object, device: torch.device) -> None:
+    if generator is None:
+        return
+    if not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator: expected a torch.Generator or None, got {type(generator).__name__}")
+    if generator.device == device or device_kind(device) == "meta":  # the common case first
+        return
+    if generator.device.type != device.type:
+        raise ValueError(
+            f"generator: expected a generator of the tensors' device {device}, got one of {generator.device}"
+        )
+
+
+def exponential_noise(
+    shape: Sequence[int], device: torch.device, generator: torch.Generator | None
+) -> Tensor:
+    """Exp(1) noise of the exponential race, fp32, drawn from ``generator`` (default one when None)."""
+    noise = empty(shape, torch.float32, device)
+    if generator is None or noise.is_meta:  # meta tensors hold no data: there is nothing to draw
+        return noise.exponential_()
+    return noise.exponential_(generator=generator)
+
+
+def check_sampling_keys(
+    seeds: object, positions: object, step: object, generator: object, batch: int
+) -> bool:
+    """Whether a sampling call is keyed (``seeds`` given), after checking the keyword arguments that
+    choose between keyed draws and a generator's."""
+    if seeds is None:
+        if positions is not None:
+            raise ValueError("seeds: required with positions= (keyed draws need both)")
+        if step != 0:
+            raise ValueError(f"step: only keyed draws (seeds=, positions=) take a step, got {step}")
+        return False
+    if generator is not None:
+        raise ValueError("generator: expected None with seeds= (keyed draws touch no generator)")
+    if positions is None:
+        raise ValueError("positions: required with seeds= (a key is (seed, position, step))")
+    check_keys(seeds, positions, batch)
+    check_step(step)
+    return True
+
+
+def check_temperatures(temperatures: object, batch: int) -> Tensor:
+    return check_tensor("temperatures", temperatures, dtype=torch.float32, shape=(batch, 1))
+
+
+def check_positive_temperatures(temperatures: Tensor, device: torch.device) -> None:
+    # A zero or NaN temperature would make the whole row NaN (sglang maps greedy requests to 1.0).
+    # "not > 0" catches NaN, which every comparison rejects.
+    if value_checks_enabled(device) and temperatures.numel():
+        bad = ~(temperatures > 0)
+        if bool(bad.any()):
+            raise ValueError(f"temperatures: expected positive values, found {float(temperatures[bad][0])}")

@@ -25,15 +25,16 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ..._constants import LANE_LIMIT
 from ...opdef import OpDef, define_op
 from ...validation import (
+    check_keys,
     check_output,
+    check_positions,
     check_positive_int,
-    check_range,
-    check_tensor,
+    check_step,
     common_device,
     new_output,
-    value_checks_enabled,
 )
 
 #: Domains of keyed draws: a draft token proposal (lanes are token ids), the accept coin of a draft
@@ -44,10 +45,6 @@ ACCEPT_COIN = 2
 FINAL_COIN = 3
 DOMAINS = {DRAFT_PROPOSAL: "DRAFT_PROPOSAL", ACCEPT_COIN: "ACCEPT_COIN", FINAL_COIN: "FINAL_COIN"}
 
-#: One past the largest step, position and lane a key holds.
-STEP_LIMIT = 1 << 16
-POSITION_LIMIT = 1 << 48
-LANE_LIMIT = 1 << 34
 
 PHILOX_M0 = 0xD2511F53
 PHILOX_M1 = 0xCD9E8D57
@@ -106,28 +103,6 @@ def keyed_exponential(seeds: Tensor, positions: Tensor, step: int, n: int) -> Te
 
 # --------------------------------------------------------------------------------------------------
 # Checks shared by the keyed ops
-
-
-def check_step(step: object) -> int:
-    if isinstance(step, bool) or not isinstance(step, int):
-        raise TypeError(f"step: expected an int, got {type(step).__name__}")
-    if not 0 <= step < STEP_LIMIT:
-        raise ValueError(f"step: expected an int in [0, 2**16), got {step}")
-    return step
-
-
-def check_keys(seeds: object, positions: object, batch: int | None = None) -> int:
-    """``seeds`` and ``positions`` as ``[B]`` int64 (B = ``batch`` where given): B."""
-    shape = None if batch is None else (batch,)
-    seeds = check_tensor("seeds", seeds, dtype=torch.int64, ndim=1, shape=shape)
-    check_tensor("positions", positions, dtype=torch.int64, shape=tuple(seeds.shape))
-    return seeds.shape[0]
-
-
-def check_positions(positions: Tensor, device: torch.device) -> None:
-    # A position past 2**48 would share its counter with another step's draws.
-    if value_checks_enabled(device):
-        check_range("positions", positions, 0, POSITION_LIMIT)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -12,24 +12,22 @@ from ..._constants import SIMULATED_TOKEN
 from ...opdef import OpDef, define_op
 from ...validation import (
     ANY_SIZE,
+    OutputSpec,
     check_distinct_elements,
     check_fits_int32,
+    check_float_matrix,
     check_index,
+    check_logits,
     check_non_negative,
     check_positive_int,
     check_range,
     check_sum_fits,
     check_tensor,
+    checked_outputs,
     common_device,
     value_checks_enabled,
 )
-from ._common import (
-    OutputSpec,
-    argmax_nan_low,
-    check_float_matrix,
-    check_logits,
-    outputs,
-)
+from ._common import argmax_nan_low
 
 # --------------------------------------------------------------------------------------------------
 # D6 topk = 1 postprocessing (the three share argmax_nan_low)
@@ -101,7 +99,7 @@ def draft_topk1_postprocess(
         ("out[0]", (batch, 1), torch.float32),
         ("out[1]", (batch, 1), torch.int64),
     ]
-    topk_p, topk_index = outputs(out, specs, device)
+    topk_p, topk_index = checked_outputs(out, specs, device)
     assert topk_p is not None and topk_index is not None
     if value_checks_enabled(device):
         check_sum_fits("positions", positions, positions.dtype, constant=1, expression="positions + 1")
@@ -323,7 +321,7 @@ def target_verify_topk1_postprocess(
         ("out.select_index", (batch,), torch.int64),
         ("out.draft_tokens", (nodes,), torch.int64),
     ]
-    result = TargetVerifyTopk1Output(*outputs(out, specs, device))  # type: ignore[arg-type]
+    result = TargetVerifyTopk1Output(*checked_outputs(out, specs, device))  # type: ignore[arg-type]
     if batch > 0:
         op.dispatch(
             device, logits, candidates, retrieve_index, retrieve_next_token, seq_lens,
@@ -429,7 +427,7 @@ def draft_extend_topk1_postprocess(
         hidden_spec,
         dsa_spec,
     ]
-    topk_p, topk_index, hidden, dsa = outputs(out, specs, device)
+    topk_p, topk_index, hidden, dsa = checked_outputs(out, specs, device)
     assert topk_p is not None and topk_index is not None
     if batch > 0:
         op.dispatch(

@@ -1,5 +1,6 @@
-"""Family C helpers shared by the build and verify modules: argument checks and fixed-shape device
-helpers (no host sync)."""
+"""Family C helpers shared by the build and verify modules: fixed-shape device helpers (no host
+sync) and the layouts of tree masks. The checks the contracts share are in
+:mod:`spec_hal.validation`."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import torch
 from torch import Tensor
 
 from ..._constants import TreeMaskMode
-from ...validation import check_output, new_output
 from ..rowwise import first_true, running_row_sums
 
 MASK_MODES = frozenset(int(mode) for mode in TreeMaskMode)  # dynamo cannot trace tuple(EnumType)
@@ -29,26 +29,6 @@ BITPACK_DTYPES = (
 MAX_BITPACK_NODES = 32
 #: Floor of ``threshold_acc`` (as sglang; the only threshold clamped): avoids a division by zero.
 MIN_THRESHOLD = 1e-9
-
-
-def check_index_list(name: str, tensors: object) -> list[Tensor]:
-    if not isinstance(tensors, (list, tuple)) or not tensors:
-        raise ValueError(f"{name}: expected a non-empty list of tensors")
-    return list(tensors)
-
-
-def check_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
-    return value
-
-
-def check_float(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name}: expected a float, got {type(value).__name__}")
-    if value != value:
-        raise ValueError(f"{name}: expected a number, got nan")
-    return float(value)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -223,27 +203,3 @@ def walk_tree(
 def padded_tokens(candidates: Tensor) -> Tensor:
     """``candidates`` as int64 with a column D of -1: the token of node "none"."""
     return torch.cat([candidates.long(), candidates.new_full((candidates.shape[0], 1), -1).long()], 1)
-
-
-def tree_index_outputs(
-    device: torch.device,
-    bs: int,
-    num_nodes: int,
-    positions: Tensor | None,
-    links: tuple[Tensor | None, Tensor | None, Tensor | None],
-    *,
-    fill: int | None = None,
-) -> tuple[Tensor, list[Tensor]]:
-    """``positions`` ``[bs*D]`` and the three retrieve links ``[bs, D]`` (index, next token, next
-    sibling), int64: each checked where given, allocated (filled with ``fill``) where None."""
-    if positions is None:
-        positions = new_output((bs * num_nodes,), torch.int64, device)
-    check_output("positions", positions, dtype=torch.int64, device=device, shape=(bs * num_nodes,))
-    checked = []
-    for name, given in zip(
-        ("retrieve_index", "retrieve_next_token", "retrieve_next_sibling"), links, strict=True
-    ):
-        if given is None:
-            given = new_output((bs, num_nodes), torch.int64, device, fill=fill)
-        checked.append(check_output(name, given, dtype=torch.int64, device=device, shape=(bs, num_nodes)))
-    return positions, checked

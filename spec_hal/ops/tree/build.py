@@ -22,6 +22,7 @@ from ...validation import (
     exact_sum,
     new_output,
     new_outputs,
+    tree_index_outputs,
     value_checks_enabled,
 )
 from ..rowwise import first_true
@@ -30,13 +31,10 @@ from ._common import (
     BITPACK_DTYPES,
     MASK_MODES,
     MAX_BITPACK_NODES,
-    check_index_list,
-    check_int,
     full_mask_tree_columns,
     next_siblings,
     or_none,
     scatter_distinct_bool_,
-    tree_index_outputs,
 )
 
 # --------------------------------------------------------------------------------------------------
@@ -389,3 +387,19 @@ def build_tree_kernel_efficient(
             flat_tokens,
         )
     return tree_mask, positions, retrieve_index, retrieve_next_token, retrieve_next_sibling, flat_tokens
+
+
+# --------------------------------------------------------------------------------------------------
+# Checks of the build contracts alone
+
+
+def check_index_list(name: str, tensors: object) -> list[Tensor]:
+    if not isinstance(tensors, (list, tuple)) or not tensors:
+        raise ValueError(f"{name}: expected a non-empty list of tensors")
+    return list(tensors)
+
+
+def check_int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
+    return value

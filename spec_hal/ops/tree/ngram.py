@@ -15,6 +15,7 @@ from ...validation import (
     check_tensor,
     common_device,
     exact_sum,
+    tree_index_outputs,
     value_checks_enabled,
 )
 from ..rowwise import first_true
@@ -23,7 +24,6 @@ from ._common import (
     next_siblings,
     or_none,
     scatter_distinct_bool_,
-    tree_index_outputs,
 )
 
 # --------------------------------------------------------------------------------------------------

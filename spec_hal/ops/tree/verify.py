@@ -20,7 +20,6 @@ from ...validation import (
 from ..rowwise import first_true, running_row_sums
 from ._common import (
     MIN_THRESHOLD,
-    check_float,
     commit_path,
     padded_tokens,
     sample_inverse_cdf,
@@ -511,3 +510,11 @@ def fill_bonus_tokens(
     if bs > 0:
         op.dispatch(device, accept_tokens, accept_lens, bonus_tokens)
     return bonus_tokens
+
+
+def check_float(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name}: expected a float, got {type(value).__name__}")
+    if value != value:
+        raise ValueError(f"{name}: expected a number, got nan")
+    return float(value)

@@ -37,15 +37,16 @@ rarely taken branch with big tiles would cost the main path its occupancy. With
 ``segment_lens=None`` and more than :data:`MAX_LANES` lanes (one large segment) the move is two
 launches instead: gather every source row into a scratch buffer, then scatter it.
 
-The modules: ``move`` (``move_kv_cache``: kernels, layout and plan), ``_common`` (the move
-kernels' device helpers) and ``accept`` (the slot lists).
+The modules: ``move`` (both providers; ``move_kv_cache``'s kernels, layout and plan), ``_common``
+(the move kernels' device helpers) and ``accept`` (the slot lists' kernel). The provider of the
+slot lists sits beside the move its op's contract runs next, so that a warm call passes one
+kernel module.
 """
 
 from __future__ import annotations
 
 from ..launcher import Launcher
-from .accept import _accept_locs
-from .move import _move_kv_cache
+from .move import _accept_locs, _move_kv_cache
 
 #: The family's launchers of this module.
 LAUNCHERS: tuple[Launcher, ...] = (

@@ -1,15 +1,12 @@
-"""Triton provider of ``move_accept_tokens_to_target_kvcache``: its target and source slot lists."""
+"""The kernel of ``move_accept_tokens_to_target_kvcache``'s target and source slot lists (its provider,
+``move._accept_locs``, sits beside the move the contract runs next)."""
 
 from __future__ import annotations
 
-import functools
-
-import torch
 import triton
 import triton.language as tl
 
-from ..config import LaunchConfig
-from ..launch import Launch, cdiv, kernel
+from ..launch import kernel
 
 
 @kernel
@@ -71,54 +68,3 @@ def _accept_locs_kernel(
         source = tl.load(out_cache_loc + node * loc_stride, mask=accepted, other=-1)
         tl.store(tgt_loc + lanes * tgt_stride, target.to(tl.int64), mask=in_range)
         tl.store(src_loc + lanes * src_stride, source.to(tl.int64), mask=in_range)
-
-
-def _accept_locs(
-    config: LaunchConfig,
-    req_pool_indices: torch.Tensor,
-    req_to_token: torch.Tensor,
-    seq_lens: torch.Tensor,
-    num_correct_drafts: torch.Tensor,
-    accept_index: torch.Tensor,
-    out_cache_loc: torch.Tensor,
-    tgt_loc: torch.Tensor,
-    src_loc: torch.Tensor,
-) -> None:
-    num_lanes = tgt_loc.shape[0]
-    if num_lanes == 0:
-        return
-    pool_rows, pool_len = req_to_token.shape
-    _accept_locs_launch(config, num_lanes, accept_index.shape[1])(
-        req_pool_indices,
-        req_to_token,
-        seq_lens,
-        num_correct_drafts,
-        accept_index,
-        out_cache_loc,
-        tgt_loc,
-        src_loc,
-        num_lanes,
-        pool_rows,
-        pool_len,
-        out_cache_loc.shape[0],
-        req_pool_indices.stride()[0],
-        req_to_token.stride()[0],
-        req_to_token.stride()[1],
-        seq_lens.stride()[0],
-        num_correct_drafts.stride()[0],
-        accept_index.stride()[0],
-        accept_index.stride()[1],
-        out_cache_loc.stride()[0],
-        tgt_loc.stride()[0],
-        src_loc.stride()[0],
-    )
-
-
-@functools.lru_cache(maxsize=1024)
-def _accept_locs_launch(config: LaunchConfig, num_lanes: int, width: int) -> Launch:
-    return _accept_locs_kernel.at(
-        (min(cdiv(num_lanes, config.block), config.max_grid),),
-        WIDTH=width,
-        BLOCK=config.block,
-        num_warps=config.num_warps,
-    )

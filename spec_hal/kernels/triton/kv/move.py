@@ -38,6 +38,7 @@ from ._common import (
     stage_long_segment,
     staged_words,
 )
+from .accept import _accept_locs_kernel
 
 
 @kernel
@@ -447,3 +448,54 @@ def _move_one_large_segment(
                 tgt_loc.stride()[0],
                 src_loc.stride()[0],
             )
+
+
+def _accept_locs(
+    config: LaunchConfig,
+    req_pool_indices: torch.Tensor,
+    req_to_token: torch.Tensor,
+    seq_lens: torch.Tensor,
+    num_correct_drafts: torch.Tensor,
+    accept_index: torch.Tensor,
+    out_cache_loc: torch.Tensor,
+    tgt_loc: torch.Tensor,
+    src_loc: torch.Tensor,
+) -> None:
+    num_lanes = tgt_loc.shape[0]
+    if num_lanes == 0:
+        return
+    pool_rows, pool_len = req_to_token.shape
+    _accept_locs_launch(config, num_lanes, accept_index.shape[1])(
+        req_pool_indices,
+        req_to_token,
+        seq_lens,
+        num_correct_drafts,
+        accept_index,
+        out_cache_loc,
+        tgt_loc,
+        src_loc,
+        num_lanes,
+        pool_rows,
+        pool_len,
+        out_cache_loc.shape[0],
+        req_pool_indices.stride()[0],
+        req_to_token.stride()[0],
+        req_to_token.stride()[1],
+        seq_lens.stride()[0],
+        num_correct_drafts.stride()[0],
+        accept_index.stride()[0],
+        accept_index.stride()[1],
+        out_cache_loc.stride()[0],
+        tgt_loc.stride()[0],
+        src_loc.stride()[0],
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _accept_locs_launch(config: LaunchConfig, num_lanes: int, width: int) -> Launch:
+    return _accept_locs_kernel.at(
+        (min(cdiv(num_lanes, config.block), config.max_grid),),
+        WIDTH=width,
+        BLOCK=config.block,
+        num_warps=config.num_warps,
+    )
