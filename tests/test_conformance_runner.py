@@ -115,6 +115,21 @@ def test_an_empty_capture_is_not_reported_as_a_wrong_stream(monkeypatch):
         runner.run_replay_invariance_case(case, CPU, "portable")
 
 
+def test_a_graph_that_recorded_nothing_fails_the_replay_checks(monkeypatch):
+    """The capture's warm-up call writes the buffers: a graph that recorded none of the work (its
+    empty-graph warning hidden) must still fail, since the replay checks write the buffers anew."""
+    from spec_hal import runtime
+
+    def capture_nothing(fn, device, generators=()):
+        fn()  # the warm-up on the side stream
+        return lambda: None
+
+    monkeypatch.setattr(runtime, "capture_graph", capture_nothing)
+    case = _invariance_case("keyed_uniform")
+    assert runner.run_replay_invariance_case(case, CPU, "portable")[0].startswith("replay vs eager")
+    assert runner.run_graph_case(case, case, CPU, "portable")
+
+
 def test_an_absent_device_is_named_with_its_probes_reason():
     assert absent_reason(registry.device("cpu")) is None
     probes = {p.vendor: p for p in registry.detect().probes}

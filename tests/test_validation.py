@@ -51,3 +51,23 @@ def test_allocations_take_every_rank_and_sequence_of_sizes(shape):
         assert tensor.device == device
     assert empty(shape, torch.int32, device).dtype is torch.int32
     assert new_output(shape, torch.int64, device, fill=-1).eq(-1).all()
+
+
+def test_the_value_check_gate_reads_spec_hal_debug_for_accelerators_only(monkeypatch):
+    """Meta tensors hold no data: their gate is off without reading SPEC_HAL_DEBUG, so a meta call
+    neither fails on a bad value of it nor keeps it before the user sets it. An accelerator's gate
+    reads it once and then reads what was kept (a warm call enters no function of ``config``)."""
+    from spec_hal import config, validation
+
+    def asked():
+        raise AssertionError("SPEC_HAL_DEBUG read")
+
+    monkeypatch.setattr(config, "debug_read", None)
+    monkeypatch.setattr(config, "debug", asked)
+    assert validation.value_checks_enabled(torch.device("meta")) is False
+    assert validation.value_checks_enabled(torch.device("cpu")) is True
+    assert config.debug_read is None
+    monkeypatch.setattr(config, "debug_read", True)  # as debug() keeps it once asked
+    assert validation.value_checks_enabled(torch.device("cuda")) is True
+    monkeypatch.setattr(config, "debug_read", False)
+    assert validation.value_checks_enabled(torch.device("cuda")) is False

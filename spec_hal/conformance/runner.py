@@ -353,7 +353,8 @@ def _capture_call(
 ) -> Callable[[], None]:
     """Capture a call of ``case`` on ``buffers`` (its result kept in ``holder``) and return the replay.
     A call on empty tensors launches nothing: torch then warns that the graph is empty and guesses a
-    wrong device or stream, which is no fault of the op (the replay is checked all the same)."""
+    wrong device or stream, which is no fault of the op. Its callers write the buffers anew before
+    the replay, so a graph that should have recorded work and did not fails their comparison."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r"The \w+ Graph is empty", category=UserWarning)
         return runtime.capture_graph(lambda: holder.__setitem__("result", call(case, buffers)), device)
@@ -565,7 +566,9 @@ def run_invariance_case(case: Case, device: torch.device, provider: str, big_bat
 
 
 def run_replay_invariance_case(case: Case, device: torch.device, provider: str) -> Outcome:
-    """A captured graph's replay gives bitwise what an eager call gives on the same inputs."""
+    """A captured graph's replay gives bitwise what an eager call gives on the same inputs. The
+    buffers are built afresh after the capture, whose warm-up call wrote them: the replay must write
+    every output itself (a graph that recorded nothing fails)."""
     with provider_forced(case.op, provider):
         eager_kwargs = fresh_build(case, device)
         eager = _checked(case, eager_kwargs, call(case, eager_kwargs))
@@ -573,6 +576,8 @@ def run_replay_invariance_case(case: Case, device: torch.device, provider: str) 
         buffers = fresh_build(case, device)
         holder: dict[str, Any] = {}
         replay = _capture_call(case, buffers, holder, device)
+    for (_, dst), (_, src) in zip(tensors_in(buffers), tensors_in(fresh_build(case, device)), strict=True):
+        dst.copy_(src)
     replay()
     runtime.synchronize(device)
     return [

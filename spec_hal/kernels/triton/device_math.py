@@ -106,7 +106,7 @@ def ordered_key(x, WIDE: tl.constexpr):
 
 @triton.jit
 def first_best(best_key, best_index):
-    """The lowest index holding the largest key, over the lanes of ``_lane_best``."""
+    """The lowest index holding the largest key, over lanes each holding its best key and index."""
     top = tl.max(best_key, 0)
     return tl.min(tl.where(best_key == top, best_index, NO_INDEX), 0)
 

@@ -9,9 +9,9 @@ reference's. Sampling runs the race over the q it writes (greedy rows: over q it
 reading their noise), keeping per lane the best key, its id and its q, so ``q_x`` is the written
 value of ``q`` at ``x``.
 
-A long row's sum is taken over chunks fixed by its length (:func:`_softmax_chunks`), one chunk's
+A long row's sum is taken over chunks fixed by its length (``vocab._softmax_chunks``), one chunk's
 online softmax at a time, and folded in chunk order (:func:`_fold_chunk_stats`). Where the rows are
-few and long enough that each would take ``_SOFTMAX_FEWEST_CHUNKS`` chunks or more (8 for
+few and long enough that each would take ``vocab._SOFTMAX_FEWEST_CHUNKS`` chunks or more (8 for
 ``renorm_draft_probs``; 2 for ``sample_draft_proposal``, whose race makes one program's walk
 slower), those chunks are split over programs: a launch stores each chunk's max and sum, a second
 folds them and writes q over its chunk, and for sampling stores its chunk's best race entry, which

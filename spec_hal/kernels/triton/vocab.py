@@ -13,7 +13,7 @@ The k largest *keys* of a row, where a key is an integer that orders like the fl
 (NaN above +inf, -0 equal to +0) and ties go to the lowest index. ``fast_sample`` ranks the
 exponential race's scores ``float32(p) / max(E, tiny)`` (the reference's IEEE division), so a
 provider given the same noise draws the same ids; keyed calls compute ``E = -log(u)`` from each
-row's key here (:func:`race_noise`), four lanes per Philox evaluation. For k = 1 each lane keeps its
+row's key in the kernel (``device_math.race_noise``), four lanes per Philox evaluation. For k = 1 each lane keeps its
 best key (a strict comparison keeps its earliest index) and one reduction ends the row. For k > 1 a
 register set of the k best entries is updated per block: the block's best key replaces the set's
 worst entry while it beats it, a reduction each time, at most k per block and usually none once the

@@ -1,5 +1,6 @@
-"""Triton provider of ``move_kv_cache``: the move and staging kernels, the buffers' layout and the
-launch plan."""
+"""Triton providers of ``move_kv_cache`` (the move and staging kernels, the buffers' layout and the
+launch plan) and of ``move_accept_tokens_to_target_kvcache``'s slot lists (kernel: ``accept.py``),
+which its contract moves next."""
 
 from __future__ import annotations
 
