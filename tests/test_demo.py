@@ -680,6 +680,14 @@ def test_bad_options_exit_with_one_line(monkeypatch, capsys, options):
         (("--steps", "300"), "--steps 300"),
         (("--topk", "0"), "--topk"),
         (("--page-size", "0"), "--page-size"),
+        (
+            ("--topk", "1", "--draft-tokens", "7"),
+            "--draft-tokens: expected 4 (a chain) for --topk 1 --steps 3, got 7",
+        ),
+        (
+            ("--topk", "2", "--draft-tokens", "50"),
+            "--draft-tokens: expected a value in [2, 11] for --topk 2 --steps 3",
+        ),
     ],
     ids=str,
 )

@@ -324,6 +324,12 @@ def _argument_problem(args: argparse.Namespace) -> str | None:
     for flag, value in (("--topk", args.topk), ("--steps", args.steps), ("--page-size", args.page_size)):
         if value < 1:
             return f"{flag}: expected a value >= 1, got {value}"
+    if args.draft_tokens is not None:
+        fewest, most = SpecConfig(topk=args.topk, num_steps=args.steps).node_range()
+        if not fewest <= args.draft_tokens <= most:
+            shape = f"--topk {args.topk} --steps {args.steps}"
+            wanted = f"{fewest} (a chain)" if fewest == most else f"a value in [{fewest}, {most}]"
+            return f"--draft-tokens: expected {wanted} for {shape}, got {args.draft_tokens}"
     if any(not 0 < p <= 1 for p in args.top_p):
         return f"--top-p: expected values in (0, 1], got {','.join(map(str, args.top_p))}"
     batches = (args.requests,) if args.requests is not None else args.batches or (1,)

@@ -75,6 +75,12 @@ class SpecConfig:
         k, s = self.topk, self.num_steps
         return min(k + (s - 1) * k * k, s * k) + 1
 
+    def node_range(self) -> tuple[int, int]:
+        """(fewest, most) verified nodes a request of this draft shape takes: S + 1 for a chain
+        (topk 1), [2, K + (S-1)K^2 + 1] for a tree."""
+        k, s = self.topk, self.num_steps
+        return (s + 1, s + 1) if k == 1 else (2, k + (s - 1) * k * k + 1)
+
     def check(self, vocab_size: int) -> None:
         k, s, d = self.topk, self.num_steps, self.num_nodes
         if k < 1 or s < 1 or self.page_size < 1:
@@ -85,10 +91,11 @@ class SpecConfig:
             raise ValueError("top_k_top_p: per-request top-k and top-p apply to rejection sampling only")
         if self.keyed and self.sampling != "rejection":
             raise ValueError("keyed: keyed draws apply to rejection sampling only")
+        fewest, most = self.node_range()
         if k == 1 and d != s + 1:
             raise ValueError(f"a chain (topk 1) verifies num_steps + 1 = {s + 1} tokens, got {d}")
-        if not 2 <= d <= k + (s - 1) * k * k + 1:
-            raise ValueError(f"draft_token_num must lie in [2, K + (S-1)K^2 + 1], got {d}")
+        if not fewest <= d <= most:
+            raise ValueError(f"draft_token_num must lie in [2, K + (S-1)K^2 + 1] = [2, {most}], got {d}")
         if self.simulate_acc_len is not None and k > 1 and vocab_size <= 100:
             raise ValueError("simulated acceptance of trees commits token 100: needs vocab_size > 100")
 
