@@ -360,6 +360,12 @@ def _capture_call(
         return runtime.capture_graph(lambda: holder.__setitem__("result", call(case, buffers)), device)
 
 
+def _write_into(buffers: dict[str, Any], source: dict[str, Any]) -> None:
+    """Copy every tensor of ``source`` into the same tensor of ``buffers`` (a captured graph's)."""
+    for (_, dst), (_, src) in zip(tensors_in(buffers), tensors_in(source), strict=True):
+        dst.copy_(src)
+
+
 def run_graph_case(case: Case, partner: Case, device: torch.device, provider: str) -> Outcome:
     """Capture a call on ``case``'s buffers, write ``partner``'s inputs (same shapes, other values)
     into them, replay, and compare with the reference on ``partner``: no sync, no allocation, no
@@ -375,8 +381,7 @@ def run_graph_case(case: Case, partner: Case, device: torch.device, provider: st
         runtime.synchronize(device)
         holder: dict[str, Any] = {}
         replay = _capture_call(case, buffers, holder, device)
-    for (_, dst), (_, src) in zip(tensors_in(buffers), tensors_in(partner.build(device)), strict=True):
-        dst.copy_(src)
+    _write_into(buffers, partner.build(device))
     replay()
     runtime.synchronize(device)
     return compare(_checked(partner, buffers, holder["result"]), reference(partner))
@@ -576,8 +581,7 @@ def run_replay_invariance_case(case: Case, device: torch.device, provider: str) 
         buffers = fresh_build(case, device)
         holder: dict[str, Any] = {}
         replay = _capture_call(case, buffers, holder, device)
-    for (_, dst), (_, src) in zip(tensors_in(buffers), tensors_in(fresh_build(case, device)), strict=True):
-        dst.copy_(src)
+    _write_into(buffers, fresh_build(case, device))
     replay()
     runtime.synchronize(device)
     return [
